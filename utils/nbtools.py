@@ -1,0 +1,183 @@
+"""Maintenance commands for the course notebooks (``python -m utils.nbtools ...``).
+
+* ``refresh NB...``: re-execute notebooks in place with papermill (cwd ``notebooks/``, like
+  nbval), so their stored outputs come from the committed code; papermill's metadata is stripped.
+  A notebook that fails is left untouched; the failed copy goes to ``build/failed/``.
+* ``strip NB...``: remove papermill metadata only.
+* ``set-repo --repo owner/name``: rewrite the course's GitHub repository everywhere it appears
+  (Colab links in README.md, the set-up cell of every notebook, ``utils.COURSE_REPO``).
+* ``check-repo``: exit non-zero if any of those disagree with ``utils.COURSE_REPO``.
+
+Framework-free; papermill is imported only by ``refresh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# Files in which the repository name appears (Colab links, set-up cells, the canonical value).
+REPO_FILES = ("README.md", "CONTRIBUTING.md", "utils/__init__.py")
+COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/")
+SETUP_REPO = re.compile(r'COURSE_REPO = "([^"]+)"')
+
+
+def strip_papermill(nb: dict) -> dict:
+    """Remove papermill's run metadata (timings, status) from a notebook dict, in place."""
+    nb.get("metadata", {}).pop("papermill", None)
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {})
+        meta.pop("papermill", None)
+        meta.pop("execution", None)
+    return nb
+
+
+def _write_json_atomic(path: Path, nb: dict) -> None:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+    ) as fh:
+        json.dump(nb, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+    os.replace(fh.name, path)
+
+
+def refresh(notebooks: Sequence[Path], kernel: str) -> int:
+    """Execute each notebook top to bottom and store the outputs in place; return failures."""
+    import papermill
+
+    failures = 0
+    for path in notebooks:
+        path = Path(path).resolve()
+        failed_copy = ROOT / "build" / "failed" / path.name
+        failed_copy.parent.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        print(f"refresh {path.name} ...", flush=True)
+        try:
+            out = papermill.execute_notebook(
+                str(path),
+                str(failed_copy),
+                kernel_name=kernel,
+                cwd=str(path.parent),
+                progress_bar=False,
+            )
+        except Exception as exc:  # papermill.PapermillExecutionError and kernel failures
+            failures += 1
+            print(f"  FAILED after {time.perf_counter() - start:.0f} s: {exc}".splitlines()[0])
+            print(f"  {path.name} left unchanged; executed copy: {failed_copy}")
+            continue
+        nb = strip_papermill(json.loads(json.dumps(out)))
+        # papermill records the kernel it used; keep the notebook's own (Colab expects python3).
+        original = json.loads(path.read_text(encoding="utf-8"))
+        if "kernelspec" in original.get("metadata", {}):
+            nb["metadata"]["kernelspec"] = original["metadata"]["kernelspec"]
+        _write_json_atomic(path, nb)
+        failed_copy.unlink(missing_ok=True)
+        print(f"  ok in {time.perf_counter() - start:.0f} s")
+    return failures
+
+
+def current_repo() -> str:
+    """``utils.COURSE_REPO`` as written in utils/__init__.py (read as text, not imported)."""
+    text = (ROOT / "utils" / "__init__.py").read_text(encoding="utf-8")
+    match = SETUP_REPO.search(text)
+    if not match:
+        raise RuntimeError('utils/__init__.py has no line COURSE_REPO = "owner/name"')
+    return match.group(1)
+
+
+def repo_files() -> list[Path]:
+    """Every file that names the course repository."""
+    files = [ROOT / name for name in REPO_FILES]
+    files += sorted(NOTEBOOKS.glob("*.ipynb"))
+    return [f for f in files if f.exists()]
+
+
+def repo_mentions(path: Path) -> set[str]:
+    """The repositories a file names in Colab links and set-up cells."""
+    text = path.read_text(encoding="utf-8")
+    return set(COLAB_LINK.findall(text)) | set(SETUP_REPO.findall(text.replace('\\"', '"')))
+
+
+def set_repo(new: str) -> list[Path]:
+    """Replace the current repository name with ``new`` in every file; return changed files."""
+    if not REPO_PATTERN.match(new):
+        raise ValueError(f"{new!r} is not a GitHub repository name of the form owner/name")
+    old = current_repo()
+    changed = []
+    for path in repo_files():
+        text = path.read_text(encoding="utf-8")
+        if old in text:
+            path.write_text(text.replace(old, new), encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+def check_repo() -> list[str]:
+    """Problems: files that name another repository than ``utils.COURSE_REPO``."""
+    expected = current_repo()
+    problems = []
+    for path in repo_files():
+        others = repo_mentions(path) - {expected}
+        if others:
+            problems.append(f"{path.relative_to(ROOT)} names {sorted(others)}, not {expected}")
+    return problems
+
+
+def _paths(names: Iterable[str]) -> list[Path]:
+    paths = [Path(n) for n in names]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise SystemExit(f"no such notebook: {', '.join(missing)}")
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m utils.nbtools", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_refresh = sub.add_parser("refresh", help="re-execute notebooks in place")
+    p_refresh.add_argument("notebooks", nargs="+")
+    p_refresh.add_argument("--kernel", default="tpu-course")
+    p_strip = sub.add_parser("strip", help="remove papermill metadata")
+    p_strip.add_argument("notebooks", nargs="+")
+    p_set = sub.add_parser("set-repo", help="rewrite the course repository everywhere")
+    p_set.add_argument("--repo", required=True, help="owner/name on GitHub")
+    sub.add_parser("check-repo", help="check every file names utils.COURSE_REPO")
+    args = parser.parse_args(argv)
+
+    if args.command == "refresh":
+        failures = refresh(_paths(args.notebooks), args.kernel)
+        if failures:
+            print(f"{failures} notebook(s) failed; see build/failed/", file=sys.stderr)
+        return 1 if failures else 0
+    if args.command == "strip":
+        for path in _paths(args.notebooks):
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            _write_json_atomic(path, strip_papermill(nb))
+        return 0
+    if args.command == "set-repo":
+        try:
+            changed = set_repo(args.repo)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        for path in changed:
+            print("rewrote", path.relative_to(ROOT))
+        return 0
+    problems = check_repo()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
