@@ -173,7 +173,7 @@ def machine_label(runtime: Mapping[str, Any]) -> str:
     """A short name for the machine, from ``utils.runtime.as_dict(...)``.
 
     ``"tpu: v5e-1"``, ``"gpu: NVIDIA A100-SXM4-40GB"`` (``"... x 2"`` for several) or
-    ``"cpu: <model> x <cores>"``. The report puts one column per label.
+    ``"cpu: <model> x <cores>"`` (trademark signs dropped). The report puts one column per label.
     """
     accelerator = str(runtime.get("accelerator") or "cpu")
     if accelerator == "tpu":
@@ -186,7 +186,10 @@ def machine_label(runtime: Mapping[str, Any]) -> str:
             return "gpu: unknown"
         name = gpus[0]
         return f"gpu: {name}" if len(gpus) == 1 else f"gpu: {name} x {len(gpus)}"
-    model = " ".join(str(runtime.get("cpu_model") or "unknown CPU").split())
+    model = str(runtime.get("cpu_model") or "unknown CPU")
+    for mark in ("(R)", "(r)", "(TM)", "(tm)"):
+        model = model.replace(mark, "")
+    model = " ".join(model.split())
     cores = runtime.get("cpu_cores")
     return f"cpu: {model} x {cores}" if cores else f"cpu: {model}"
 
