@@ -16,6 +16,10 @@ export TQDM_DISABLE ?= 1
 export PYTHONHASHSEED ?= 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
+# Tests and stored outputs use the offline CIFAR-10 stand-in: CI has no network, and tests may
+# contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
+test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
+
 .PHONY: help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
 
 help:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -123,6 +124,11 @@ def prepare(
     env = os.environ if env is None else env
     for key, value in QUIET_ENV.items():
         env.setdefault(key, value)
+
+    if "tensorflow" in needs:
+        # TensorFlow's Python logger (a standard `logging` logger, so no import needed): keep its
+        # INFO chatter (e.g. MirroredStrategy's "Reduce to ...") out of the notebook's output.
+        logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
     rt = runtime.detect(env=env)
     missing = [m for m in needs if not is_installed(m)]
