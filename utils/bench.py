@@ -1,0 +1,272 @@
+"""Measure hardware honestly: a timer with warm-up and repeats, and small NumPy benchmarks.
+
+Framework-free (NumPy only). Framework benchmarks (a PyTorch or TensorFlow matmul) pass a
+zero-argument callable to :func:`time_fn`; on an asynchronous device (GPU, TPU) pass ``sync``,
+a callable that waits until the device has finished, or you time only the launch.
+
+- :func:`time_fn` -> :class:`Timing`: warm-up calls (not timed), then ``repeats`` timed
+  repetitions of ``number`` calls each; median and spread (quartiles, min, max) per call.
+  The clock is injectable, so the statistics are testable with a fake clock.
+- :func:`matmul_gflops`, :func:`copy_bandwidth`, :func:`working_set_sweep`: throughput numbers.
+- :func:`cache_levels`: the CPU's caches as the kernel reports them in ``/sys``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of ``repeats`` timed repetitions, with summary statistics."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    @property
+    def q1(self) -> float:
+        """First quartile (the 'inclusive' method: it stays within min..max)."""
+        return self._quartiles()[0]
+
+    @property
+    def q3(self) -> float:
+        return self._quartiles()[2]
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range q3 - q1: the spread of the middle half of the samples."""
+        return self.q3 - self.q1
+
+    def _quartiles(self) -> tuple[float, float, float]:
+        if len(self.samples) == 1:
+            s = self.samples[0]
+            return s, s, s
+        q = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q[0], q[1], q[2]
+
+    def rate(self, work: float) -> float:
+        """Work per second at the median time (e.g. FLOPs -> FLOP/s)."""
+        return work / self.median
+
+    def rate_spread(self, work: float) -> tuple[float, float]:
+        """(low, high) work per second at the third and first quartile times."""
+        return work / self.q3, work / self.q1
+
+    def __str__(self) -> str:
+        return (
+            f"median {self.median * 1e3:.3f} ms (IQR {self.iqr * 1e3:.3f} ms, "
+            f"min {self.min * 1e3:.3f} ms, max {self.max * 1e3:.3f} ms, n={len(self.samples)})"
+        )
+
+
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 1,
+    repeats: int = 5,
+    number: int = 1,
+    sync: Callable[[], object] | None = None,
+    clock: Clock = time.perf_counter,
+) -> Timing:
+    """Time ``fn()``: ``warmup`` untimed calls, then ``repeats`` samples of ``number`` calls.
+
+    Each sample is the elapsed clock time of ``number`` calls (followed by ``sync()`` when
+    given) divided by ``number``. Warm-up absorbs one-off costs: compilation, memory allocation,
+    filling caches, CPU frequency ramp-up.
+    """
+    if repeats < 1 or number < 1 or warmup < 0:
+        raise ValueError("need repeats >= 1, number >= 1, warmup >= 0")
+    for _ in range(warmup):
+        fn()
+    if sync is not None:
+        sync()
+    samples = []
+    for _ in range(repeats):
+        start = clock()
+        for _ in range(number):
+            fn()
+        if sync is not None:
+            sync()
+        samples.append((clock() - start) / number)
+    return Timing(tuple(samples))
+
+
+def calls_for(
+    fn: Callable[[], object],
+    target_s: float = 0.02,
+    *,
+    max_number: int = 1 << 16,
+    clock: Clock = time.perf_counter,
+) -> int:
+    """How many calls of ``fn`` make one sample last about ``target_s`` (at least 1).
+
+    Very short operations are timed in batches, so the clock's resolution and the Python call
+    overhead do not dominate.
+    """
+    number = 1
+    while number < max_number:
+        start = clock()
+        for _ in range(number):
+            fn()
+        if clock() - start >= target_s:
+            break
+        number *= 2
+    return number
+
+
+# --- Throughput ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A measured rate: ``value`` units per second, with the timing behind it."""
+
+    value: float
+    low: float
+    high: float
+    unit: str
+    timing: Timing
+
+    def __str__(self) -> str:
+        return f"{self.value:,.1f} {self.unit} (IQR {self.low:,.1f}-{self.high:,.1f})"
+
+
+def throughput(timing: Timing, work: float, unit: str, scale: float = 1.0) -> Throughput:
+    """Turn a timing of ``work`` units per call into a rate (divided by ``scale``)."""
+    low, high = timing.rate_spread(work)
+    return Throughput(timing.rate(work) / scale, low / scale, high / scale, unit, timing)
+
+
+def matmul_gflops(
+    matmul: Callable[[], object],
+    m: int,
+    k: int,
+    n: int,
+    *,
+    warmup: int = 2,
+    repeats: int = 7,
+    target_s: float = 0.05,
+    sync: Callable[[], object] | None = None,
+    clock: Clock = time.perf_counter,
+) -> Throughput:
+    """GFLOP/s of ``matmul()``, a callable doing one ``(m, k) @ (k, n)`` product (2mkn FLOP)."""
+    for _ in range(warmup):
+        matmul()
+    number = calls_for(matmul, target_s, clock=clock)
+    timing = time_fn(matmul, warmup=0, repeats=repeats, number=number, sync=sync, clock=clock)
+    return throughput(timing, 2.0 * m * k * n, "GFLOP/s", 1e9)
+
+
+def copy_bandwidth(
+    nbytes: int,
+    *,
+    repeats: int = 5,
+    target_s: float = 0.02,
+    clock: Clock = time.perf_counter,
+) -> Throughput:
+    """Memory bandwidth (GB/s) of copying an ``nbytes`` float32 array with NumPy (one thread).
+
+    Counts ``2 * nbytes`` per copy (read the source, write the destination). The CPU may also
+    read the destination before writing it (write-allocate), so the true traffic can be higher:
+    this is a conservative figure. Working sets that fit a cache measure that cache.
+    """
+    count = max(nbytes // 4, 1)
+    src = np.ones(count, dtype=np.float32)
+    dst = np.empty_like(src)
+
+    def copy() -> None:
+        np.copyto(dst, src)
+
+    copy()  # touch the pages: first-touch page faults are not bandwidth
+    number = calls_for(copy, target_s, clock=clock)
+    timing = time_fn(copy, warmup=1, repeats=repeats, number=number, clock=clock)
+    return throughput(timing, 2.0 * src.nbytes, "GB/s", 1e9)
+
+
+def working_set_sweep(
+    sizes_bytes: Sequence[int],
+    *,
+    repeats: int = 5,
+    target_s: float = 0.02,
+    clock: Clock = time.perf_counter,
+) -> list[tuple[int, Throughput]]:
+    """:func:`copy_bandwidth` for each working set (source + destination = ``size`` bytes)."""
+    return [
+        (size, copy_bandwidth(size // 2, repeats=repeats, target_s=target_s, clock=clock))
+        for size in sizes_bytes
+    ]
+
+
+# --- Caches ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One cache of CPU 0 as reported by ``/sys/devices/system/cpu/cpu0/cache/index*``."""
+
+    level: int
+    type: str  # "Data", "Instruction" or "Unified"
+    size_bytes: int
+    shared_with: str  # the CPUs sharing it ("0", "0-1", ...)
+
+    @property
+    def name(self) -> str:
+        suffix = {"Data": "d", "Instruction": "i"}.get(self.type, "")
+        return f"L{self.level}{suffix}"
+
+
+def parse_size(text: str) -> int:
+    """'48K' -> 49152, '2048K' -> 2097152, '300M' -> bytes, '512' -> 512."""
+    text = text.strip().upper().removesuffix("B")
+    factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * factor
+
+
+def cache_levels(root: str | Path = "/") -> list[CacheLevel]:
+    """The caches of CPU 0, from sysfs (empty list where the kernel does not say, e.g. macOS)."""
+    base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
+    levels = []
+    for index in sorted(base.glob("index*")):
+        try:
+            levels.append(
+                CacheLevel(
+                    level=int((index / "level").read_text()),
+                    type=(index / "type").read_text().strip(),
+                    size_bytes=parse_size((index / "size").read_text()),
+                    shared_with=(index / "shared_cpu_list").read_text().strip()
+                    if (index / "shared_cpu_list").exists()
+                    else "?",
+                )
+            )
+        except (OSError, ValueError):
+            continue
+    return sorted(levels, key=lambda c: (c.level, c.type))
+
+
+def format_bytes(n: float) -> str:
+    """Binary units for sizes: 49152 -> '48 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} GiB"
