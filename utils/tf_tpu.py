@@ -1,0 +1,725 @@
+"""TensorFlow on a TPU, or honestly not: connect, pick a ``tf.distribute`` strategy, compile.
+
+**This module imports TensorFlow at its top.** On a TPU VM, importing TensorFlow (with its TPU
+support) claims the TPU chips for this process, and libtpu allows one process at a time. So
+import it only in a notebook that trains with TensorFlow, and restart the runtime before a
+PyTorch/XLA or JAX notebook. ``utils.runtime`` tells what the machine has without importing it.
+
+What is here:
+
+- :func:`connect_tpu`: resolve, connect and initialise a TPU, within a time limit, raising one
+  exception type, :class:`TPUConnectionError`, whose message says what was tried, why it failed
+  and what to do. It knows the real failures: a bare ``TPUClusterResolver()`` on a TPU VM
+  (``ValueError: Please provide a TPU Name to connect to.``), plain ``tensorflow`` without TPU
+  kernels (``No OpKernel was registered to support Op 'ConfigureDistributedTPU'``), an address
+  where nothing answers, and a TPU held by another process.
+- :func:`get_strategy`: ``TPUStrategy`` on a TPU, ``MirroredStrategy`` on several GPUs,
+  ``OneDeviceStrategy`` on one GPU, the default strategy on a CPU, or ``MirroredStrategy`` over
+  N virtual CPU devices so that the 8-core TPU code paths run on a laptop. A TPU that was found
+  but could not be connected is an error (or, only when asked, a loud fallback), never the
+  silent ``except ValueError: use the CPU`` of older tutorials. Safe to re-run in a notebook.
+- :func:`compile_kwargs`: the ``model.compile`` extras that suit a strategy.
+- :func:`describe_strategy`: one line saying what a strategy runs on.
+- :func:`save_options`, :func:`load_options`, :func:`checkpoint_options`: SavedModel and
+  checkpoint options that let a TPU program write to and read from the local disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import tensorflow as tf
+
+from utils import bootstrap
+from utils import runtime as runtime_mod
+
+__all__ = [
+    "CPUFallbackWarning",
+    "DEFAULT_TPU_STEPS_PER_EXECUTION",
+    "LIBTPU_LOCKFILE",
+    "TPUConnectionError",
+    "TPUTarget",
+    "VirtualDevicesError",
+    "checkpoint_options",
+    "check_reachable",
+    "compile_kwargs",
+    "connect_tpu",
+    "describe_strategy",
+    "explain_tpu_error",
+    "get_strategy",
+    "load_options",
+    "parse_tpu_address",
+    "resolve_target",
+    "save_options",
+    "strategy_kind",
+]
+
+LIBTPU_LOCKFILE = "/tmp/libtpu_lockfile"
+"""libtpu creates this file while a process owns the TPU (jax-ml/jax#10192)."""
+
+DEFAULT_TPU_PORT = 8470
+"""The port of a TPU Node's gRPC server; TensorFlow assumes it when an address has none."""
+
+DEFAULT_TPU_STEPS_PER_EXECUTION = 32
+"""Training steps per host-to-TPU call that :func:`compile_kwargs` suggests on a TPU."""
+
+_NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_RESTART = (
+    "Restart the runtime (Colab: Runtime > Restart session; Kaggle: Run > Restart & clear cell "
+    "outputs; Jupyter: Kernel > Restart), or end the other process"
+)
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class TPUConnectionError(RuntimeError):
+    """Connecting to a TPU failed. The message has three parts: tried, why, fix.
+
+    Attributes:
+        tried: what was attempted (resolver arguments, address).
+        why: the cause, in plain words, with the original error's key line.
+        fix: what to do about it.
+    """
+
+    def __init__(self, tried: str, why: str, fix: str) -> None:
+        self.tried, self.why, self.fix = tried, why, fix
+        super().__init__(
+            f"Could not connect to the TPU.\n  Tried: {tried}\n  Why:   {why}\n  Fix:   {fix}"
+        )
+
+
+class VirtualDevicesError(RuntimeError):
+    """The CPU is already split into a different number of logical devices in this process."""
+
+
+class CPUFallbackWarning(RuntimeWarning):
+    """A TPU was found but could not be used, and ``allow_cpu_fallback=True`` chose the CPU."""
+
+
+# --------------------------------------------------------------------------- where to connect
+
+
+@dataclass(frozen=True)
+class TPUTarget:
+    """What to hand to ``TPUClusterResolver``.
+
+    Attributes:
+        kind: ``"local"`` (TPU VM: the chips are on this host), ``"grpc"`` (TPU Node at an
+            address) or ``"name"`` (a Cloud TPU name, looked up through Google Cloud's APIs).
+        tpu: the ``tpu=`` argument: ``"local"``, ``"grpc://host:port"`` or the name.
+        host: for ``"grpc"``, the host to check before handing the address to TensorFlow.
+        port: for ``"grpc"``, the port.
+        source: where the target came from, for messages (``"address argument"``...).
+    """
+
+    kind: str
+    tpu: str
+    host: str | None = None
+    port: int | None = None
+    source: str = "address argument"
+
+    def resolver_call(self) -> str:
+        """The resolver call this target stands for, as a learner would type it."""
+        return f"TPUClusterResolver(tpu={self.tpu!r})"
+
+
+_ADDRESS_FORMAT = (
+    "Pass address='local' on a TPU VM (Colab, Kaggle, Cloud TPU VM), "
+    "'grpc://10.0.0.2:8470' for a TPU Node, or the Cloud TPU's name."
+)
+
+
+def parse_tpu_address(address: str, *, source: str = "address argument") -> TPUTarget:
+    """Turn ``"local"``, ``"host:port"``, ``"grpc://host:port"`` or a Cloud TPU name into a target.
+
+    A gRPC address without a port gets 8470, as TensorFlow does.
+
+    Raises:
+        TPUConnectionError: the text is none of those (empty, bad port, stray characters).
+    """
+    text = address.strip()
+    tried = f"{source} {address!r}"
+    if text == "local":
+        return TPUTarget("local", "local", source=source)
+    is_grpc = text.lower().startswith("grpc://")
+    rest = text[len("grpc://") :] if is_grpc else text
+    if is_grpc or ":" in rest:
+        if ":" in rest:
+            host, _, port_text = rest.rpartition(":")
+        else:  # grpc://host without a port
+            host, port_text = rest, str(DEFAULT_TPU_PORT)
+        if not host or not re.fullmatch(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]", host):
+            raise TPUConnectionError(
+                tried, f"{host!r} is not a host name or IP address.", _ADDRESS_FORMAT
+            )
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise TPUConnectionError(
+                tried, f"the port {port_text!r} is not a number from 1 to 65535.", _ADDRESS_FORMAT
+            )
+        port = int(port_text)
+        return TPUTarget("grpc", f"grpc://{host}:{port}", host.strip("[]"), port, source)
+    if _NAME_RE.fullmatch(text):
+        return TPUTarget("name", text, source=source)
+    raise TPUConnectionError(
+        tried,
+        "it is neither 'local', a gRPC address (grpc://host:port) nor a Cloud TPU name "
+        "(lower-case letters, digits and '-').",
+        _ADDRESS_FORMAT,
+    )
+
+
+def resolve_target(
+    address: str | None = None, *, runtime: runtime_mod.Runtime | None = None
+) -> TPUTarget:
+    """Decide what to connect to: an explicit ``address`` wins, else what ``runtime`` found.
+
+    TPU VM -> ``"local"``; TPU Node -> its ``grpc://`` address (from ``COLAB_TPU_ADDR`` or a
+    ``TPU_NAME`` URL) or its Cloud TPU name (``TPU_NAME``). Nothing is opened here.
+
+    Raises:
+        TPUConnectionError: no address and no TPU found.
+    """
+    if address is not None:
+        return parse_tpu_address(address)
+    rt = runtime_mod.detect() if runtime is None else runtime
+    tpu = rt.tpu
+    if tpu is not None and tpu.mode == "vm":
+        return TPUTarget("local", "local", source="TPU VM detected")
+    if tpu is not None and tpu.address:
+        return parse_tpu_address(tpu.address, source="TPU Node address (COLAB_TPU_ADDR/TPU_NAME)")
+    if tpu is not None and tpu.name:
+        return parse_tpu_address(tpu.name, source="Cloud TPU name (TPU_NAME)")
+    raise TPUConnectionError(
+        "to find a TPU in this runtime (TPU_ACCELERATOR_TYPE, /dev/accel*, Google TPU PCI "
+        "devices, COLAB_TPU_ADDR, TPU_NAME)",
+        "there is none: this runtime has no TPU. A bare TPUClusterResolver() would say "
+        "'ValueError: Please provide a TPU Name to connect to.' here.",
+        "On Colab choose Runtime > Change runtime type > TPU (v5e-1); on Kaggle Settings > "
+        "Accelerator > TPU VM v5e-8; elsewhere pass address='grpc://host:8470' or a Cloud TPU "
+        "name. To run on this machine's CPU instead, call get_strategy() without a TPU.",
+    )
+
+
+def check_reachable(host: str, port: int, timeout_s: float) -> float:
+    """Open (and close) a TCP connection to ``host:port`` within ``timeout_s``; return seconds.
+
+    Handed to TensorFlow, an address where nothing answers leaves the waiting to gRPC's own
+    retry policy, so :func:`connect_tpu` calls this first and gives up within ``timeout_s``
+    with a clear message.
+
+    Raises:
+        TPUConnectionError: refused, no answer within ``timeout_s``, or the host is unknown.
+    """
+    start = time.monotonic()
+    tried = f"a TCP connection to {host}:{port} (the TPU's gRPC port), limit {timeout_s:.1f} s"
+    fix = (
+        "Check the address: COLAB_TPU_ADDR and TPU Nodes belong to the old Colab runtime, "
+        "which Colab retired (googlecolab/colabtools#4481); today's Colab TPU is a TPU VM: "
+        "use address='local' there. For a Cloud TPU Node, check it is READY "
+        "(gcloud compute tpus list --zone=$TPU_ZONE) and that this VM is in its network."
+    )
+    try:
+        with socket.create_connection((host, port), timeout=max(timeout_s, 0.001)):
+            pass
+    except ConnectionRefusedError:
+        took = time.monotonic() - start
+        why = f"nothing is listening there: the connection was refused after {took:.1f} s."
+        raise TPUConnectionError(tried, why, fix) from None
+    except TimeoutError:  # socket.timeout
+        why = f"nothing answered within {timeout_s:.1f} s."
+        raise TPUConnectionError(tried, why, fix) from None
+    except socket.gaierror as exc:
+        raise TPUConnectionError(tried, f"the host name is unknown ({exc}).", fix) from None
+    except OSError as exc:
+        raise TPUConnectionError(tried, f"the network said: {exc}.", fix) from None
+    return time.monotonic() - start
+
+
+# --------------------------------------------------------------------------- explaining errors
+
+
+def _lockfile_exists() -> bool:
+    return os.path.exists(LIBTPU_LOCKFILE)
+
+
+def _key_line(exc: BaseException) -> str:
+    """The first informative line of an exception, shortened."""
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line:
+            return f"{type(exc).__name__}: {line[:300]}"
+    return type(exc).__name__
+
+
+_BUSY_PATTERNS = (
+    "already in use",
+    "libtpu_lockfile",
+    "device or resource busy",
+    "unable to initialize backend",
+    "not attempting to load libtpu",
+)
+
+
+def explain_tpu_error(
+    exc: BaseException,
+    *,
+    tried: str,
+    tensorflow_tpu_version: str | None = None,
+    lockfile_exists: bool | None = None,
+) -> TPUConnectionError:
+    """Map an exception from resolving, connecting or initialising a TPU to a clear error.
+
+    Args:
+        exc: what TensorFlow (or the resolver) raised.
+        tried: what was being attempted, for the message.
+        tensorflow_tpu_version: the installed ``tensorflow-tpu`` version (default: read from
+            package metadata). It decides the advice for a missing ``ConfigureDistributedTPU``.
+        lockfile_exists: whether libtpu's lock file exists (default: look at
+            ``LIBTPU_LOCKFILE``). A TPU held by another process shows up this way.
+    """
+    if tensorflow_tpu_version is None:
+        tensorflow_tpu_version = bootstrap.installed_version("tensorflow-tpu")
+    if lockfile_exists is None:
+        lockfile_exists = _lockfile_exists()
+    text = str(exc)
+    low = text.lower()
+    key = _key_line(exc)
+    tf_version = tf.__version__
+    install = (
+        f"pip install tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION} "
+        f"-f {bootstrap.LIBTPU_TF_INDEX}"
+    )
+    busy_fix = (
+        f"One process owns the TPU. {_RESTART} (find it with `sudo lsof -w /dev/accel* "
+        f"/dev/vfio/*` or `fuser {LIBTPU_LOCKFILE}`). A lock file left by a crashed process "
+        "can be deleted once no process holds the TPU. Do not mix TensorFlow, PyTorch/XLA and "
+        "JAX in one runtime: restart between their notebooks."
+    )
+
+    if isinstance(exc, ValueError) and "please provide a tpu name" in low:
+        return TPUConnectionError(
+            tried,
+            f"{key} A resolver without tpu= only reads TPU_NAME, TPU_CONFIG and "
+            "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, which TPU VMs (today's Colab, Kaggle) do not set.",
+            "On a TPU VM pass tpu='local' (connect_tpu() does this when it detects one); for a "
+            "TPU Node pass tpu='grpc://host:8470' or set TPU_NAME. Never fall back to the CPU "
+            "silently on this error: you would train on the CPU without noticing.",
+        )
+    if any(p in low for p in _BUSY_PATTERNS):
+        return TPUConnectionError(tried, f"another process holds the TPU ({key}).", busy_fix)
+    if "configuredistributedtpu" in low or "tpus not found in the cluster" in low:
+        if not tensorflow_tpu_version:
+            return TPUConnectionError(
+                tried,
+                f"{key} This TensorFlow ({tf_version}) was built without TPU kernels: plain "
+                "`tensorflow` cannot drive a TPU, and Colab's TPU runtimes stopped preinstalling "
+                "TensorFlow in March 2025 (googlecolab/colabtools#5164).",
+                f"Install the TPU build with a matching libtpu: `{install}` (TensorFlow "
+                f"{bootstrap.TENSORFLOW_TPU_VERSION}; tensorflow-tpu trails tensorflow on PyPI, "
+                "and googlecolab/colabtools#5228 shows the recipe), then restart the runtime.",
+            )
+        if lockfile_exists:
+            return TPUConnectionError(
+                tried,
+                f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed, but the TPU "
+                f"kernels did not load and {LIBTPU_LOCKFILE} exists: another process likely "
+                "holds the TPU.",
+                busy_fix,
+            )
+        return TPUConnectionError(
+            tried,
+            f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed but found no TPU: "
+            "libtpu did not load, or this host has no TPU chips.",
+            "Check `ls /dev/accel* /dev/vfio` shows the chips; make tensorflow and "
+            "tensorflow-tpu the same version (pip list | grep -i tensorflow) and install libtpu "
+            f"from {bootstrap.LIBTPU_TF_INDEX}; then restart the runtime.",
+        )
+    if "is neither a type of a primitive operation" in low:
+        return TPUConnectionError(
+            tried,
+            f"{key} The TPU Node runs a different TensorFlow version than this process "
+            "(tensorflow/tensorflow#35700).",
+            "TPU Nodes need the client and the node on the same TensorFlow version; they are "
+            "being retired, so prefer a TPU VM (tpu='local').",
+        )
+    if isinstance(exc, tf.errors.UnavailableError | tf.errors.DeadlineExceededError) or (
+        "failed to connect to all addresses" in low or "socket closed" in low
+    ):
+        return TPUConnectionError(
+            tried,
+            f"the address answered, but not as a TPU gRPC server ({key}).",
+            "Check that the address is the TPU's (port 8470) and that the TPU is READY "
+            "(gcloud compute tpus list); restart the runtime before trying again.",
+        )
+    if isinstance(exc, ImportError) or "googleapiclient" in low or "oauth2client" in low:
+        return TPUConnectionError(
+            tried,
+            f"looking up a TPU by name needs Google's API client ({key}).",
+            "Pass the TPU's gRPC address instead (grpc://IP:8470, from `gcloud compute tpus "
+            "describe NAME --zone=$TPU_ZONE`), or `pip install google-api-python-client`.",
+        )
+    if "metadata" in low or "urlopen" in low or "name or service not known" in low:
+        return TPUConnectionError(
+            tried,
+            f"looking up a TPU by name asks the Google Compute Engine metadata server, which "
+            f"this machine cannot reach ({key}).",
+            "Outside Google Cloud pass the TPU's gRPC address (grpc://IP:8470); on a GCE VM "
+            "set TPU_ZONE and TPU_PROJECT (or pass zone= and project=).",
+        )
+    return TPUConnectionError(
+        tried,
+        key,
+        "See the troubleshooting table in notebooks/01_getting_onto_a_tpu.ipynb; restart the "
+        "runtime before trying again.",
+    )
+
+
+# --------------------------------------------------------------------------- connecting
+
+
+def _call_with_deadline(fn: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Run ``fn`` in a daemon thread; raise ``TimeoutError`` if it takes over ``timeout_s``.
+
+    The thread cannot be stopped: after a timeout it may still be waiting in TensorFlow, which
+    is why the error tells the user to restart the runtime.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"tf_tpu: {what}", daemon=True)
+    thread.start()
+    thread.join(max(timeout_s, 0.0))
+    if thread.is_alive():
+        raise TimeoutError(f"{what} did not finish within {timeout_s:.1f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def connect_tpu(
+    address: str | None = None,
+    *,
+    timeout_s: float = 60.0,
+    runtime: runtime_mod.Runtime | None = None,
+) -> tf.distribute.cluster_resolver.TPUClusterResolver:
+    """Resolve, connect to and initialise a TPU; return the resolver for ``TPUStrategy``.
+
+    The three steps of every TPU program in TensorFlow 2, with today's arguments:
+
+    1. ``TPUClusterResolver(tpu=...)``: ``'local'`` on a TPU VM (the notebook runs on the TPU's
+       host: Colab since 2024, Kaggle, Cloud TPU VMs); ``'grpc://host:8470'`` for a TPU Node
+       (the legacy remote TPU, ``COLAB_TPU_ADDR``); or a Cloud TPU name (``TPU_NAME``, with
+       ``TPU_ZONE`` and ``TPU_PROJECT`` when set).
+    2. ``tf.config.experimental_connect_to_cluster``: for a remote TPU, makes its devices visible
+       to this process (nothing to do for ``'local'``).
+    3. ``tf.tpu.experimental.initialize_tpu_system``: resets the TPU and loads TensorFlow's TPU
+       runtime. It wipes the TPU's memory, so call it once per process (``get_strategy``
+       caches its result).
+
+    Args:
+        address: ``'local'``, ``'grpc://host:port'``, ``'host:port'`` or a Cloud TPU name;
+            default: what :func:`utils.runtime.detect` found.
+        timeout_s: the limit for the whole call. A gRPC address is first checked with a plain
+            TCP connection; remote steps run in a watchdog thread. The local TPU VM path runs
+            in this thread (libtpu fails fast when the chips are busy).
+        runtime: a :class:`utils.runtime.Runtime` (default: ``detect()``); tests pass fakes.
+
+    Raises:
+        TPUConnectionError: with what was tried, why it failed and what to do.
+    """
+    deadline = time.monotonic() + timeout_s
+
+    def left() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    target = resolve_target(address, runtime=runtime)
+    tried = f"{target.resolver_call()} ({target.source}), limit {timeout_s:.1f} s"
+
+    if target.kind == "grpc":
+        assert target.host is not None and target.port is not None
+        check_reachable(target.host, target.port, left())
+
+    def make_resolver() -> tf.distribute.cluster_resolver.TPUClusterResolver:
+        if target.kind == "name":
+            return tf.distribute.cluster_resolver.TPUClusterResolver(
+                tpu=target.tpu,
+                zone=os.environ.get("TPU_ZONE") or None,
+                project=os.environ.get("TPU_PROJECT") or None,
+            )
+        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target.tpu)
+
+    def connect_and_init(resolver: tf.distribute.cluster_resolver.TPUClusterResolver) -> None:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+
+    try:
+        if target.kind == "local":
+            resolver = make_resolver()
+            connect_and_init(resolver)
+        else:
+            resolver = _call_with_deadline(make_resolver, left(), "resolving the TPU")
+            _call_with_deadline(lambda: connect_and_init(resolver), left(), "connecting")
+    except TimeoutError as exc:
+        raise TPUConnectionError(
+            tried,
+            f"{exc}: the TPU did not answer in time.",
+            "Check the TPU is READY and reachable, raise timeout_s if it is just slow, and "
+            "restart the runtime before trying again (TensorFlow may still be waiting).",
+        ) from None
+    except TPUConnectionError:
+        raise
+    except Exception as exc:
+        raise explain_tpu_error(exc, tried=tried) from exc
+    return resolver
+
+
+# --------------------------------------------------------------------------- strategies
+
+_STRATEGY_CACHE: dict[tuple[Any, ...], tf.distribute.Strategy] = {}
+
+
+def _banner(lines: list[str]) -> str:
+    width = max(len(line) for line in lines) + 4
+    bar = "!" * width
+    return "\n".join([bar, *(f"! {line.ljust(width - 4)} !" for line in lines), bar])
+
+
+def _loud_fallback(reason: str) -> None:
+    """Say, impossible to miss, that training will run on the CPU."""
+    text = _banner(
+        [
+            "NOT USING THE ACCELERATOR: a TPU/GPU was found but could not be used.",
+            "Training runs on the CPU, far slower (allow_cpu_fallback=True).",
+            *[line for line in reason.splitlines() if line.strip()],
+        ]
+    )
+    print(text, flush=True)
+    warnings.warn(text, CPUFallbackWarning, stacklevel=3)
+
+
+def _configure_virtual_cpus(n: int) -> list[str]:
+    """Split the CPU into ``n`` logical devices (or check it already is); return their names.
+
+    TensorFlow fixes its logical devices the first time it uses them; asking for the same split
+    again is accepted, a different one raises :class:`VirtualDevicesError`.
+    """
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current is None or len(current) != n:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+            )
+        except RuntimeError as exc:
+            have = len(tf.config.list_logical_devices("CPU"))
+            if have != n:
+                raise VirtualDevicesError(
+                    f"You asked for {n} virtual CPU devices, but TensorFlow in this process "
+                    f"already runs with {have} logical CPU device{'s' if have != 1 else ''} "
+                    f"and cannot change that once it has started ({exc}). Restart the kernel "
+                    "(Jupyter: Kernel > Restart; Colab: Runtime > Restart session) and call "
+                    f"get_strategy(virtual_cpus={n}) before any other TensorFlow work, or "
+                    f"ask for virtual_cpus={have} again."
+                ) from None
+    names = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if len(names) != n:
+        raise VirtualDevicesError(
+            f"Asked for {n} virtual CPU devices but TensorFlow shows {len(names)}: restart the "
+            "kernel and call get_strategy() before any other TensorFlow work."
+        )
+    return names
+
+
+def get_strategy(
+    *,
+    virtual_cpus: int | None = None,
+    allow_cpu_fallback: bool = False,
+    tpu_address: str | None = None,
+    timeout_s: float = 60.0,
+    runtime: runtime_mod.Runtime | None = None,
+) -> tf.distribute.Strategy:
+    """The ``tf.distribute`` strategy for this machine. Safe to call again (results are cached).
+
+    - TPU found (or ``tpu_address`` given): ``tf.distribute.TPUStrategy`` after
+      :func:`connect_tpu`. If connecting fails, :class:`TPUConnectionError` is raised, unless
+      ``allow_cpu_fallback=True``: then a banner is printed and a :class:`CPUFallbackWarning`
+      issued, and the CPU path below is taken.
+    - Several GPUs visible to TensorFlow: ``MirroredStrategy``; one GPU:
+      ``OneDeviceStrategy('/gpu:0')``. A GPU that ``utils.runtime`` sees but TensorFlow does not
+      (a CPU-only TensorFlow build) is treated like a failed TPU connection.
+    - CPU: the default strategy (``tf.distribute.get_strategy()``), or with ``virtual_cpus=N``
+      ``MirroredStrategy`` over N logical CPU devices: the same code paths as an N-core TPU
+      (global batch = per-replica batch x replicas, distributed datasets, all-reduce), slowly.
+      ``virtual_cpus`` is ignored when an accelerator is used.
+
+    Args:
+        virtual_cpus: split the CPU into this many devices (CPU only; >= 1).
+        allow_cpu_fallback: when a TPU/GPU is found but unusable, continue on the CPU, loudly.
+        tpu_address: an explicit TPU address for :func:`connect_tpu`.
+        timeout_s: time limit for connecting to a TPU.
+        runtime: a :class:`utils.runtime.Runtime` (default: ``detect()``).
+
+    Raises:
+        TPUConnectionError: a TPU was found but not connected, and no fallback was allowed.
+        VirtualDevicesError: TensorFlow already runs with a different number of CPU devices.
+        ValueError: ``virtual_cpus`` below 1.
+    """
+    if virtual_cpus is not None and (isinstance(virtual_cpus, bool) or virtual_cpus < 1):
+        raise ValueError(f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r}")
+    rt = runtime_mod.detect() if runtime is None else runtime
+
+    if tpu_address is not None or rt.accelerator == "tpu":
+        key: tuple[Any, ...] = ("tpu", tpu_address)
+        if key in _STRATEGY_CACHE:
+            return _STRATEGY_CACHE[key]
+        try:
+            resolver = connect_tpu(tpu_address, timeout_s=timeout_s, runtime=rt)
+        except TPUConnectionError as exc:
+            if not allow_cpu_fallback:
+                raise
+            _loud_fallback(str(exc))
+        else:
+            strategy = tf.distribute.TPUStrategy(resolver)
+            _STRATEGY_CACHE[key] = strategy
+            return strategy
+    else:
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            key = ("gpu", len(gpus))
+            if key not in _STRATEGY_CACHE:
+                _STRATEGY_CACHE[key] = (
+                    tf.distribute.MirroredStrategy()
+                    if len(gpus) > 1
+                    else tf.distribute.OneDeviceStrategy("/gpu:0")
+                )
+            return _STRATEGY_CACHE[key]
+        if rt.accelerator == "gpu":
+            reason = (
+                f"utils.runtime found GPU(s) {', '.join(rt.gpus)}, but TensorFlow "
+                f"{tf.__version__} sees none: it was installed without CUDA support. "
+                "Install `tensorflow[and-cuda]` and restart the runtime."
+            )
+            if not allow_cpu_fallback:
+                raise RuntimeError(reason + " Or pass allow_cpu_fallback=True to use the CPU.")
+            _loud_fallback(reason)
+
+    if virtual_cpus is None:
+        return tf.distribute.get_strategy()
+    key = ("cpu", virtual_cpus)
+    devices = _configure_virtual_cpus(virtual_cpus)
+    if key not in _STRATEGY_CACHE:
+        _STRATEGY_CACHE[key] = tf.distribute.MirroredStrategy(devices)
+    return _STRATEGY_CACHE[key]
+
+
+def _devices(strategy: tf.distribute.Strategy) -> tuple[str, ...]:
+    try:
+        return tuple(strategy.extended.worker_devices)
+    except (RuntimeError, NotImplementedError, AttributeError):  # the default strategy
+        return ()
+
+
+def strategy_kind(strategy: tf.distribute.Strategy) -> str:
+    """``"tpu"``, ``"mirrored-gpu"``, ``"mirrored-cpu"``, ``"one-device"`` or ``"default"``."""
+    if isinstance(strategy, tf.distribute.TPUStrategy | tf.distribute.experimental.TPUStrategy):
+        return "tpu"
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        devices = _devices(strategy)
+        on_cpu = devices and all("CPU" in d.upper().rpartition("/")[2] for d in devices)
+        return "mirrored-cpu" if on_cpu else "mirrored-gpu"
+    if isinstance(strategy, tf.distribute.OneDeviceStrategy):
+        return "one-device"
+    if not _devices(strategy):
+        return "default"
+    return type(strategy).__name__
+
+
+def describe_strategy(strategy: tf.distribute.Strategy) -> str:
+    """One line: the strategy's class, its replica count and its devices."""
+    kind = strategy_kind(strategy)
+    n = strategy.num_replicas_in_sync
+    devices = _devices(strategy)
+    if kind == "default":
+        where = "no distribution; TensorFlow places ops itself (GPU:0 if any, else CPU:0)"
+    else:
+        short = [d.split("/")[-1].replace("device:", "") for d in devices]
+        where = "devices " + ", ".join(short)
+    name = "default strategy" if kind == "default" else type(strategy).__name__
+    return f"{name}: {n} replica{'s' if n != 1 else ''} in sync; {where}"
+
+
+def compile_kwargs(
+    strategy: tf.distribute.Strategy, *, steps_per_execution: int | None = None
+) -> dict[str, Any]:
+    """Recommended extra ``model.compile`` arguments for ``strategy``.
+
+    - **TPU**: ``steps_per_execution`` (default 32) runs that many training steps per call from
+      the host, hiding the host's per-step overhead, the main TPU lever for small models (the TF
+      "Use TPUs" guide uses it). ``jit_compile`` is not set: a TPU compiles everything with XLA.
+    - **MirroredStrategy over virtual CPU devices**: no ``steps_per_execution`` above 1. With
+      TensorFlow 2.21 and Keras 3, ``fit`` then fails with ``InvalidArgumentError: You must feed
+      a value for placeholder tensor 'while/.../Placeholder'`` (checked on the course's CPU
+      machine). Asking for it raises ``ValueError`` rather than failing later inside ``fit``.
+    - **GPU, default strategy, CPU**: ``steps_per_execution`` only if you ask for it.
+      ``jit_compile`` is never forced: Keras' ``"auto"`` turns XLA off on CPU-only machines and
+      under ``tf.distribute``, and on the course's 2-core CPU ``jit_compile=True`` trained the
+      seed CNN about 3x slower than the default. XLA is the TPU's compiler, not a CPU speed-up.
+
+    Returns:
+        A dict to splat into ``model.compile(..., **compile_kwargs(strategy))``.
+    """
+    if steps_per_execution is not None and steps_per_execution < 1:
+        raise ValueError(f"steps_per_execution must be >= 1, not {steps_per_execution!r}")
+    kind = strategy_kind(strategy)
+    if kind == "tpu":
+        return {"steps_per_execution": steps_per_execution or DEFAULT_TPU_STEPS_PER_EXECUTION}
+    if kind == "mirrored-cpu":
+        if steps_per_execution not in (None, 1):
+            raise ValueError(
+                f"steps_per_execution={steps_per_execution} fails under MirroredStrategy over "
+                "virtual CPU devices in TensorFlow 2.21 ('You must feed a value for placeholder "
+                "tensor'); leave it at 1 on the CPU simulation and use it on the TPU."
+            )
+        return {}
+    if steps_per_execution is not None:
+        return {"steps_per_execution": steps_per_execution}
+    return {}
+
+
+# --------------------------------------------------------------------------- saving on a TPU
+
+
+def save_options() -> tf.saved_model.SaveOptions:
+    """``tf.saved_model.save`` / ``model.export`` options that write through this host.
+
+    A TPU program's variables live on the TPU; saving a SavedModel to a local path from a TPU
+    worker needs the host (``/job:localhost``) as the I/O device. Keras 3's ``model.save(
+    'x.keras')`` and ``save_weights`` copy values to the host themselves and need no options.
+    """
+    return tf.saved_model.SaveOptions(experimental_io_device="/job:localhost")
+
+
+def load_options() -> tf.saved_model.LoadOptions:
+    """``tf.saved_model.load`` options that read through this host (see :func:`save_options`)."""
+    return tf.saved_model.LoadOptions(experimental_io_device="/job:localhost")
+
+
+def checkpoint_options() -> tf.train.CheckpointOptions:
+    """``tf.train.Checkpoint.write/read`` options that use this host for I/O on a TPU."""
+    return tf.train.CheckpointOptions(experimental_io_device="/job:localhost")
