@@ -8,9 +8,12 @@ Modules, one concern each:
 - ``runtime``: where am I running (platform, accelerator, TPU kind), without importing a framework.
 - ``bootstrap``: the set-up cell's work (quiet logs, install only what Colab/Kaggle lack).
 - ``tf_tpu``: connect to a TPU and pick a ``tf.distribute`` strategy (imports TensorFlow).
-- ``data``, ``pipelines``, ``tfrecords``: CIFAR-10 loading and tf.data input pipelines.
-- ``bench``, ``hardware_plots``, ``systolic``: measuring hardware and drawing it.
-- ``xla``: PyTorch/XLA helpers (imports torch_xla).
+- ``data``: CIFAR-10 (real, from Keras' cache or a verified download; or an announced stand-in).
+- ``models``, ``training``, ``training_plots``: the seed's Keras CNN, timing, custom loops, plots.
+- ``pipelines``, ``tfrecords``, ``timeline``, ``bench_pipelines``: tf.data input pipelines,
+  sharded TFRecords, per-element timelines, and the ``make bench`` benchmark.
+- ``bench``, ``flops``, ``systolic``, ``hardware_plots``: measuring hardware and drawing it.
+- ``torch_models``, ``xla``: the seed's CNN in PyTorch and PyTorch/XLA helpers.
 - ``results``, ``report``, ``run_course``, ``nbtools``: batch runs, results files, reports.
 """
 
