@@ -35,6 +35,9 @@ help:
 setup: $(STAMP)
 
 $(STAMP): requirements.txt
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else \
+	    "This course needs Python 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels); $(PYTHON) is %d.%d. Run: make test PYTHON=python3.11" % v)'
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot create virtual environments: install python3-venv (e.g. apt install python3-venv)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.txt

@@ -7,11 +7,8 @@ initialises its devices, so those tests run in a fresh interpreter.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -20,8 +17,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from utils import fresh_process, tf_tpu  # noqa: E402
 from utils import runtime as runtime_mod  # noqa: E402
-from utils import tf_tpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -325,18 +322,7 @@ VIRTUAL_SCRIPT = textwrap.dedent(
 
 
 def test_virtual_cpus_in_a_fresh_interpreter():
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", VIRTUAL_SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    out = json.loads(lines[-1][len("RESULT ") :])
+    out = fresh_process.run_python_json(VIRTUAL_SCRIPT, timeout_s=240)
     assert out["class"] == "MirroredStrategy" and out["kind"] == "mirrored-cpu"
     assert out["replicas"] == 8
     assert "CPU:7" in out["describe"]

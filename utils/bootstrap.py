@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import logging
 import os
 import subprocess
 import sys
@@ -26,7 +25,6 @@ from utils import runtime
 QUIET_ENV: Mapping[str, str] = {
     "TF_CPP_MIN_LOG_LEVEL": "2",  # TensorFlow's C++ INFO and WARNING lines
     "GRPC_VERBOSITY": "ERROR",
-    "TF_ENABLE_ONEDNN_OPTS": "1",
 }
 
 # Versions the course is tested with (requirements.txt pins the same for the CPU machine).
@@ -125,11 +123,6 @@ def prepare(
     for key, value in QUIET_ENV.items():
         env.setdefault(key, value)
 
-    if "tensorflow" in needs:
-        # TensorFlow's Python logger (a standard `logging` logger, so no import needed): keep its
-        # INFO chatter (e.g. MirroredStrategy's "Reduce to ...") out of the notebook's output.
-        logging.getLogger("tensorflow").setLevel(logging.ERROR)
-
     rt = runtime.detect(env=env)
     missing = [m for m in needs if not is_installed(m)]
     if not missing:
@@ -155,6 +148,7 @@ def prepare(
                 "Check the runtime has network access and see notebook 01's troubleshooting "
                 "table for known version conflicts."
             )
+    importlib.invalidate_caches()  # let find_spec see what pip just installed
     still_missing = [m for m in missing if not is_installed(m)]
     if still_missing:
         raise ModuleNotFoundError(

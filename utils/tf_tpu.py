@@ -41,6 +41,10 @@ import tensorflow as tf
 from utils import bootstrap
 from utils import runtime as runtime_mod
 
+# Keep TensorFlow's Python INFO lines (e.g. "Using MirroredStrategy with devices ...") out of
+# notebook output; warnings and errors still show.
+tf.get_logger().setLevel("ERROR")
+
 __all__ = [
     "CPUFallbackWarning",
     "DEFAULT_TPU_STEPS_PER_EXECUTION",
