@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 
@@ -159,8 +160,10 @@ def test_rewrite_replaces_old_manifest(tmp_path, arrays):
     [
         (5, 1, 4, 4),  # tiny: as few as cycle_length allows
         (60, 1, 4, 6),  # 6 shards of 10 MB
-        (10_000, 1, 4, 10),  # big: ~10 per host (1 GB each)
-        (10_000, 4, 4, 40),
+        (1_000, 1, 4, 10),  # medium: ~10 per host (100 MB each)
+        (2_000, 1, 4, 10),  # 10 of exactly 200 MB: the cap is not exceeded
+        (10_000, 1, 4, 50),  # big: the 200 MB cap wins over ~10 per host
+        (10_000, 4, 4, 52),  # ... rounded up to a multiple of the hosts
         (100, 8, 4, 32),  # many hosts: hosts x cycle_length wins
     ],
 )
@@ -168,3 +171,17 @@ def test_recommended_num_shards(total_mb, hosts, cycle, expected):
     got = tfrecords.recommended_num_shards(total_mb * 2**20, hosts=hosts, cycle_length=cycle)
     assert got == expected
     assert got % hosts == 0
+
+
+@pytest.mark.parametrize("hosts", [1, 4])
+def test_recommended_shards_stay_within_the_size_bounds_for_a_big_data_set(hosts):
+    total = 150 * 10**9  # an ImageNet-sized set
+    n = tfrecords.recommended_num_shards(total, hosts=hosts)
+    assert 10 * 2**20 <= total / n <= 200 * 2**20
+    assert n % hosts == 0
+    assert n == hosts * math.ceil(math.ceil(total / (200 * 2**20)) / hosts)  # no more than needed
+
+
+def test_recommended_num_shards_rejects_a_cap_below_the_floor():
+    with pytest.raises(ValueError, match="min_shard_bytes <= max_shard_bytes"):
+        tfrecords.recommended_num_shards(10**9, min_shard_bytes=2**20, max_shard_bytes=2**19)

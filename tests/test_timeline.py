@@ -102,3 +102,49 @@ def test_plot_timeline_draws_one_row_per_stage():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["read", "consume"]
     assert len(ax.collections) == 3  # read: 2 lanes, consume: 1
     assert ax.get_title() == "demo"
+
+
+def test_ladder_adds_one_technique_per_row():
+    """Each LADDER row keeps every flag of the row before it and turns on exactly one more."""
+    pytest.importorskip("tensorflow")
+    import dataclasses
+
+    from utils import bench_pipelines as bp
+
+    def flags(cfg):
+        return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("name", "note")}
+
+    for prev, cfg in zip(bp.LADDER[:-1], bp.LADDER[1:], strict=True):
+        before, after = flags(prev), flags(cfg)
+        changed = {k for k in after if after[k] != before[k]}
+        assert len(changed) == 1, (cfg.name, changed)
+        assert all(after[k] for k, v in before.items() if v), cfg.name  # nothing switched off
+
+
+def test_input_wait_runs_a_distributed_step():
+    tf = pytest.importorskip("tensorflow")
+    from utils import bench_pipelines as bp
+
+    strategy = tf.distribute.get_strategy()  # the default strategy: one replica, same API
+    ds = tf.data.Dataset.from_tensor_slices(
+        {"image": tf.zeros([32, 4, 4, 3]), "label": tf.zeros([32], tf.int32)}
+    ).batch(8)
+
+    @tf.function
+    def step(x, y):
+        per_replica = strategy.run(lambda a: tf.reduce_sum(a), args=(x,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    got = bp.input_wait(ds, step, steps=3, strategy=strategy)
+    assert set(got) == {"wait_pct", "step_ms", "wait_ms"}
+    assert 0.0 <= got["wait_pct"] <= 100.0
+
+
+def test_cache_growth_child_failure_carries_its_output():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("psutil")
+    from utils import bench_pipelines as bp
+    from utils.fresh_process import FreshProcessError
+
+    with pytest.raises(FreshProcessError, match="placement must be 'before' or 'after'"):
+        bp.cache_growth_in_subprocess("sideways", 4)

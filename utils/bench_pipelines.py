@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from utils import tfrecords
+from utils.fresh_process import run_python
 from utils.timeline import Timeline, timed
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -298,60 +299,36 @@ def build_pipeline(wl: Workload, cfg: PipelineConfig, *, stamp: bool = False) ->
     return ds
 
 
+def _ladder(*steps: tuple[str, str, dict[str, Any]]) -> tuple[PipelineConfig, ...]:
+    """Cumulative configs: each step is the previous config plus the flags it names."""
+    configs = [PipelineConfig(steps[0][0], note=steps[0][1], **steps[0][2])]
+    for name, note, flags in steps[1:]:
+        configs.append(replace(configs[-1], name=name, note=note, **flags))
+    return tuple(configs)
+
+
 #: The seed text's techniques, applied one at a time (each row keeps the previous ones).
-LADDER: tuple[PipelineConfig, ...] = (
-    PipelineConfig(
-        "naive", note="from_tensor_slices(files), read one file after another, map, batch(128)"
-    ),
-    PipelineConfig("+ prefetch", prefetch=True, note="prefetch(tf.data.AUTOTUNE)"),
-    PipelineConfig(
-        "+ parallel map", prefetch=True, parallel_map=True, note="map(num_parallel_calls=AUTOTUNE)"
-    ),
-    PipelineConfig(
+LADDER: tuple[PipelineConfig, ...] = _ladder(
+    ("naive", "from_tensor_slices(files), read one file after another, map, batch(128)", {}),
+    ("+ prefetch", "prefetch(tf.data.AUTOTUNE)", {"prefetch": True}),
+    ("+ parallel map", "map(num_parallel_calls=AUTOTUNE)", {"parallel_map": True}),
+    (
         "+ interleave",
-        prefetch=True,
-        parallel_map=True,
-        cycle_length=4,
-        note="interleave(cycle_length=4, block_length=16, num_parallel_calls=AUTOTUNE)",
+        "interleave(cycle_length=4, block_length=16, num_parallel_calls=AUTOTUNE)",
+        {"cycle_length": 4},
     ),
-    PipelineConfig(
+    (
         "+ batch before map",
-        prefetch=True,
-        parallel_map=True,
-        cycle_length=4,
-        vectorize=True,
-        note="batch, then parse_example and transform whole batches",
+        "batch, then parse_example and transform whole batches",
+        {"vectorize": True},
     ),
-    PipelineConfig(
-        "+ cache",
-        prefetch=True,
-        parallel_map=True,
-        cycle_length=4,
-        vectorize=True,
-        cache=True,
-        note="cache() decoded uint8 examples, augment after it",
-    ),
-    PipelineConfig(
+    ("+ cache", "cache() decoded uint8 examples, augment after it", {"cache": True}),
+    (
         "+ repeat",
-        prefetch=True,
-        parallel_map=True,
-        cycle_length=4,
-        vectorize=True,
-        cache=True,
-        repeat=True,
-        note="repeat(): one iterator for all epochs, no refill at epoch boundaries",
+        "repeat(): one iterator for all epochs, no refill at epoch boundaries",
+        {"repeat": True},
     ),
-    PipelineConfig(
-        "+ Options",
-        prefetch=True,
-        parallel_map=True,
-        cycle_length=4,
-        vectorize=True,
-        cache=True,
-        repeat=True,
-        options=True,
-        note="Options: autotune.enabled, deterministic=False",
-    ),
+    ("+ Options", "Options: autotune.enabled, deterministic=False", {"options": True}),
 )
 
 #: The course's tuned pipeline: the ladder's last row, more files open than cores (reading is
@@ -574,15 +551,21 @@ def input_wait(
     *,
     steps: int,
     warmup: int = 1,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> dict[str, float]:
     """Run ``steps`` training steps; how much of each step was spent waiting for input.
 
     ``train_step(images, labels)`` returns the loss; reading the loss (``float(...)``) waits
-    for the step to finish, so the step time is real. Returns ``wait_pct`` (time blocked in
-    ``next()`` / total), ``step_ms`` (mean wall time per step) and ``wait_ms``. The first
-    ``warmup`` steps (tracing, pipeline start) are not counted.
+    for the step to finish, so the step time is real. With a ``strategy`` the batches come
+    from ``strategy.experimental_distribute_dataset`` (per-replica values, already on the
+    replicas' devices), so ``train_step`` should call ``strategy.run`` and reduce the loss.
+    Returns ``wait_pct`` (time blocked in ``next()`` / total), ``step_ms`` (mean wall time per
+    step) and ``wait_ms``. The first ``warmup`` steps (tracing, pipeline start) are not counted.
     """
-    iterator = iter(dataset.repeat())
+    repeated = dataset.repeat()
+    if strategy is not None:
+        repeated = strategy.experimental_distribute_dataset(repeated)
+    iterator = iter(repeated)
     waits, totals = [], []
     for i in range(steps + warmup):
         t0 = time.perf_counter()
@@ -631,19 +614,17 @@ def cache_growth_bytes(placement: str, n: int, *, seed: int = 0) -> int:
 
 
 def cache_growth_in_subprocess(placement: str, n: int) -> int:
-    """:func:`cache_growth_bytes` in a fresh Python process (clean memory); returns bytes."""
-    import subprocess
-    import sys
+    """:func:`cache_growth_bytes` in a fresh Python process (clean memory); returns bytes.
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run(
-        [sys.executable, "-m", "utils.bench_pipelines", "--cache-growth", placement, str(n)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
+    The child imports TensorFlow: do not call this on a TPU VM while another process (a
+    notebook's kernel) holds the chips. A failing child raises
+    :class:`utils.fresh_process.FreshProcessError` with the tail of its output.
+    """
+    done = run_python(
+        ["-m", "utils.bench_pipelines", "--cache-growth", placement, str(n)],
+        env={"CUDA_VISIBLE_DEVICES": ""},  # host memory is the question; leave any GPU alone
     )
-    return int(out.stdout.strip().splitlines()[-1])
+    return int(done.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------------------------

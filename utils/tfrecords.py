@@ -22,6 +22,7 @@ the shard and says what to do.
 How many shards (the rule of thumb of https://www.tensorflow.org/tutorials/load_data/tfrecord):
 about 10 shards per host that reads, each at least 10 MB and ideally 100 MB or more; and at least
 ``hosts x cycle_length`` shards, so every reader thread of every host has a file of its own.
+The course caps a shard at 200 MiB (tens to hundreds of MB), so a big data set gets more shards.
 :func:`recommended_num_shards` computes it.
 """
 
@@ -31,7 +32,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -94,19 +95,33 @@ def recommended_num_shards(
     hosts: int = 1,
     cycle_length: int = 4,
     min_shard_bytes: int = 10 * 2**20,
+    max_shard_bytes: int = 200 * 2**20,
 ) -> int:
-    """Shard count by the rule of thumb: ~10 per host, >= hosts x cycle_length, >= 10 MB each.
+    """Shard count by the rule of thumb: ~10 per host, >= hosts x cycle_length, 10-200 MB each.
 
-    The size floor wins over the count target (a small data set gets fewer, bigger shards, since
-    every file open costs a round trip), but never below ``hosts x cycle_length``, so that each
-    host can shard by file and keep ``cycle_length`` files open. The result is a multiple of
-    ``hosts``, so every host reads the same number of shards.
+    The count target (~10 per host) is bounded by size on both sides. The floor wins over the
+    target for a small data set (fewer, bigger shards, since every file open costs a round trip),
+    but never below ``hosts x cycle_length``, so that each host can shard by file and keep
+    ``cycle_length`` files open. The ceiling wins for a big one: at least
+    ``ceil(total_bytes / max_shard_bytes)`` shards, so no shard outgrows "tens to hundreds of MB"
+    (a 150 GB set gets ~700 shards, not 10 of 14 GB). The result is a multiple of ``hosts``, so
+    every host reads the same number of shards.
     """
-    if total_bytes < 0 or hosts < 1 or cycle_length < 1 or min_shard_bytes < 1:
-        raise ValueError("total_bytes >= 0, hosts >= 1, cycle_length >= 1, min_shard_bytes >= 1")
+    if (
+        total_bytes < 0
+        or hosts < 1
+        or cycle_length < 1
+        or min_shard_bytes < 1
+        or max_shard_bytes < min_shard_bytes
+    ):
+        raise ValueError(
+            "total_bytes >= 0, hosts >= 1, cycle_length >= 1, "
+            "1 <= min_shard_bytes <= max_shard_bytes"
+        )
     target = 10 * hosts
     by_size = max(1, total_bytes // min_shard_bytes)
-    shards = max(min(target, by_size), hosts * cycle_length)
+    by_count = max(min(target, by_size), hosts * cycle_length)
+    shards = max(by_count, math.ceil(total_bytes / max_shard_bytes))
     return hosts * math.ceil(shards / hosts)
 
 
@@ -344,22 +359,32 @@ def decode_images(data: tf.Tensor, *, encoding: Encoding, image_shape: Sequence[
     )
 
 
+def _parse(
+    parse_fn: Callable[[tf.Tensor, dict[str, tf.io.FixedLenFeature]], dict[str, tf.Tensor]],
+    serialized: tf.Tensor,
+    *,
+    encoding: Encoding,
+    image_shape: Sequence[int],
+) -> dict[str, tf.Tensor]:
+    features = parse_fn(serialized, FEATURES)
+    features["image"] = decode_images(features["image"], encoding=encoding, image_shape=image_shape)
+    return features
+
+
 def parse_single(
     serialized: tf.Tensor, *, encoding: Encoding, image_shape: Sequence[int]
 ) -> dict[str, tf.Tensor]:
     """Parse one record (``parse_single_example``): the seed's per-record ``parse_function``."""
-    features = tf.io.parse_single_example(serialized, FEATURES)
-    features["image"] = decode_images(features["image"], encoding=encoding, image_shape=image_shape)
-    return features
+    return _parse(
+        tf.io.parse_single_example, serialized, encoding=encoding, image_shape=image_shape
+    )
 
 
 def parse_batch(
     serialized: tf.Tensor, *, encoding: Encoding, image_shape: Sequence[int]
 ) -> dict[str, tf.Tensor]:
     """Parse a batch of records with one ``parse_example`` call (batch before map)."""
-    features = tf.io.parse_example(serialized, FEATURES)
-    features["image"] = decode_images(features["image"], encoding=encoding, image_shape=image_shape)
-    return features
+    return _parse(tf.io.parse_example, serialized, encoding=encoding, image_shape=image_shape)
 
 
 def read_dataset(
