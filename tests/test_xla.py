@@ -19,6 +19,7 @@ pytest.importorskip("torch_xla")
 from torch import nn  # noqa: E402
 
 from utils import xla  # noqa: E402
+from utils.fresh_process import run_python_json  # noqa: E402
 from utils.torch_models import SeedCNN, count_parameters, images_to_float  # noqa: E402
 
 
@@ -43,6 +44,32 @@ def test_pjrt_choice_is_cpu_here() -> None:
     assert os.environ["PJRT_DEVICE"] == "CPU"
     assert "PJRT_DEVICE=CPU" in xla.PJRT_CHOICE
     assert xla.device().type == "xla"
+
+
+def test_describe_device_opens_the_cpu_device_but_can_describe_without_opening() -> None:
+    assert "devices visible to this process" in xla.describe_device()
+    assert xla.runtime_started()
+    closed = xla.describe_device(open_device=False)
+    assert "not opened yet" in closed and "PJRT_DEVICE=CPU" in closed
+
+
+def test_describe_device_leaves_an_unopened_tpu_alone() -> None:
+    """A fresh process told PJRT_DEVICE=TPU (on a fake v5e-1): describing must not open it."""
+    code = (
+        "import json; from utils import xla; text = xla.describe_device(); "
+        "print('RESULT ' + json.dumps([text, xla.runtime_started()]))"
+    )
+    env = {"PJRT_DEVICE": "TPU", "TPU_ACCELERATOR_TYPE": "v5e-1"}
+    text, started = run_python_json(code, env=env, timeout_s=120)
+    assert not started
+    assert "not opened yet (v5e-1, 1 chip(s)" in text
+
+
+def test_launch_refuses_when_this_process_holds_the_tpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    xla.device()  # the runtime is running in this process
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")
+    with pytest.raises(RuntimeError, match="already holds the TPU"):
+        xla.launch_data_parallel(*_images(8), cpu_devices=2, batch_size=4)
 
 
 def test_choose_pjrt_device_keeps_a_preset_value() -> None:

@@ -8,7 +8,8 @@ Importing this module picks the PJRT device *before* torch_xla loads (torch_xla 
   code runs (and teaches) without a TPU. torch_xla 2.9 has no CUDA backend.
 
 A ``PJRT_DEVICE`` that is already set is kept. :data:`PJRT_CHOICE` says what was decided and why;
-:func:`describe_device` prints it with the devices found.
+:func:`describe_device` prints it with the devices found, without opening a TPU that this process
+has not opened yet (opening takes the chips until the process ends; :func:`runtime_started`).
 
 What is here, in the order notebook 04 uses it:
 
@@ -32,8 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,8 +42,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def choose_pjrt_device(env: os._Environ[str] | dict[str, str] | None = None) -> str:
@@ -87,6 +84,7 @@ import torch_xla.runtime as xr  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset  # noqa: E402
 
+from utils.fresh_process import FreshProcessError, run_python  # noqa: E402
 from utils.torch_models import SeedCNN, images_to_float  # noqa: E402
 
 __all__ = [
@@ -104,6 +102,7 @@ __all__ = [
     "metrics_delta",
     "metrics_summary",
     "pad_to_bucket",
+    "runtime_started",
     "to_tensor_dataset",
     "train",
     "train_step",
@@ -119,17 +118,44 @@ def device() -> torch.device:
     return torch_xla.device()
 
 
-def describe_device() -> str:
-    """A few lines: the PJRT choice, this process's device and how many devices PJRT sees."""
-    dev = device()
-    return "\n".join(
-        [
-            PJRT_CHOICE,
-            f"torch {torch.__version__}, torch_xla {torch_xla.__version__}",
+def runtime_started() -> bool:
+    """True once this process has opened its XLA runtime (first ``torch_xla.device()`` or tensor).
+
+    On a TPU the process then holds the chips until it ends: no other process (a launcher, a
+    TensorFlow notebook) can use them.
+    """
+    return bool(torch_xla._XLAC._xla_runtime_is_initialized())
+
+
+def describe_device(*, open_device: bool | None = None) -> str:
+    """A few lines: the PJRT choice, versions, and this process's device.
+
+    Opening the device starts the XLA runtime, which on a TPU takes the chips for good (see
+    :func:`runtime_started`). So by default (``open_device=None``) the device is opened only when
+    that costs nothing: on the CPU backend, or when the runtime has already started. On a TPU not
+    yet opened, the chips are described from :func:`utils.runtime.detect` instead, which reads
+    files and environment variables only.
+    """
+    if open_device is None:
+        open_device = os.environ.get("PJRT_DEVICE") != "TPU" or runtime_started()
+    lines = [PJRT_CHOICE, f"torch {torch.__version__}, torch_xla {torch_xla.__version__}"]
+    if open_device:
+        dev = device()
+        lines.append(
             f"device: {dev} (type {xr.device_type()}), "
-            f"devices visible to this process: {xr.global_runtime_device_count()}",
-        ]
+            f"devices visible to this process: {xr.global_runtime_device_count()}"
+        )
+        return "\n".join(lines)
+    from utils import runtime  # framework-free
+
+    tpu = runtime.detect().tpu
+    kind = (tpu.accelerator_type if tpu else None) or "TPU"
+    chips = f"{tpu.chips} chip(s)" if tpu and tpu.chips else "chips: count unknown"
+    lines.append(
+        f"device: not opened yet ({kind}, {chips} on this host, from utils.runtime). "
+        "The first torch_xla.device() call takes the chips for this process until it ends."
     )
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- metrics
@@ -557,11 +583,13 @@ def launch_data_parallel(
     write their :class:`ReplicaReport` to a temporary folder, read back here.
 
     Raises:
-        RuntimeError: the launcher process failed (its output is in the message), or, on a TPU,
-            this process already holds the chips (restart the runtime, run this first).
+        FreshProcessError: the launcher process failed, ran past ``timeout_s`` or wrote no
+            reports (the tail of its output is in the message).
+        RuntimeError: on a TPU, this process already holds the chips (restart the runtime and
+            call this before anything opens the XLA device).
     """
     pjrt = os.environ.get("PJRT_DEVICE", "CPU")
-    if pjrt == "TPU" and torch_xla._XLAC._xla_runtime_is_initialized():
+    if pjrt == "TPU" and runtime_started():
         raise RuntimeError(
             "This process already holds the TPU, so a launcher process cannot get the chips. "
             "Restart the runtime and call launch_data_parallel before using the XLA device "
@@ -572,22 +600,14 @@ def launch_data_parallel(
         config = {"batch_size": batch_size, "epochs": epochs, "lr": lr, "momentum": momentum}
         config["seed"] = seed
         (Path(workdir) / "config.json").write_text(json.dumps(config))
-        env = dict(os.environ, PJRT_DEVICE=pjrt)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env = {"PJRT_DEVICE": pjrt}
         if pjrt == "CPU":
             env["CPU_NUM_DEVICES"] = str(cpu_devices)
         code = f"from utils.xla import _launch_main; _launch_main({workdir!r})"
-        proc = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-        log = proc.stdout + proc.stderr
+        done = run_python(["-c", code], env=env, timeout_s=timeout_s)  # raises with the log tail
+        log = done.stdout + done.stderr
         files = sorted(Path(workdir).glob("replica_*.json"))
-        if proc.returncode != 0 or not files:
-            raise RuntimeError(f"launcher exited with {proc.returncode}:\n{log[-3000:]}")
+        if not files:
+            raise FreshProcessError(f"the launcher wrote no replica reports:\n{log[-3000:]}")
         reports = [ReplicaReport(**json.loads(f.read_text())) for f in files]
     return DataParallelResult(sorted(reports, key=lambda r: r.ordinal), log)
