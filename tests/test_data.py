@@ -1,7 +1,7 @@
 """Tests for utils.data: CIFAR-10's own format (folder and archive), the stand-in, offline logic.
 
-No network: every test passes ``offline`` explicitly, sets ``COURSE_OFFLINE`` or replaces the probe;
-the probe itself is only tried against 127.0.0.1.
+No network: every test passes ``offline`` explicitly, sets ``COURSE_OFFLINE`` or replaces the probe
+or ``urlopen``; the probe itself is only tried against 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -83,17 +83,98 @@ def test_parses_extracted_folder_in_keras_cache(tmp_path, monkeypatch, layout):
 def test_parses_tar_gz_archive(tmp_path):
     files, expected = _tiny_cifar(seed=1)
     _write_tar(tmp_path / "datasets" / "cifar-10-python.tar.gz", files)
-    d = data.load_cifar10(source="auto", subset=(30, 6), offline=True, cache_dir=tmp_path)
+    d = data.load_cifar10(source="cifar10", subset=(30, 6), offline=True, cache_dir=tmp_path)
     _check(d, expected)
 
 
 def test_subset_and_normalize_on_real_format(tmp_path):
     files, expected = _tiny_cifar(seed=2)
     _write_dir(tmp_path / "datasets" / "cifar-10-batches-py", files)
-    d = data.load_cifar10(subset=(10, 4), normalize=True, offline=True, cache_dir=tmp_path)
+    d = data.load_cifar10(subset=(10, 4), normalize=True, offline=False, cache_dir=tmp_path)
+    assert not d.is_standin
     assert d.x_train.shape == (10, 32, 32, 3) and d.x_test.shape == (4, 32, 32, 3)
     assert d.x_train.dtype == np.float32 and 0.0 <= d.x_train.min() <= d.x_train.max() <= 1.0
     np.testing.assert_allclose(d.x_train, expected[0][:10] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(d.x_test, data.to_float(expected[2][:4]))
+    ends = data.to_float(np.array([0, 51, 255], np.uint8))
+    assert ends.dtype == np.float32 and ends.tolist() == [0.0, np.float32(0.2), 1.0]
+
+
+def test_offline_auto_is_the_standin_even_with_a_cache(tmp_path, monkeypatch):
+    """COURSE_OFFLINE=1 means reproducible: a cached real copy must not change stored outputs."""
+    files, expected = _tiny_cifar(seed=4)
+    _write_tar(tmp_path / "datasets" / "cifar-10-python.tar.gz", files)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+
+    def no_probe(**_: object) -> bool:
+        raise AssertionError("the network must not be probed")
+
+    monkeypatch.setattr(data, "network_available", no_probe)
+    monkeypatch.delenv("COURSE_OFFLINE", raising=False)
+    cached = data.load_cifar10(subset=(30, 6))  # default source="auto", nothing declared
+    monkeypatch.setenv("COURSE_OFFLINE", "1")
+    offline = data.load_cifar10(subset=(30, 6))
+    assert offline.is_standin and "STAND-IN" in offline.source
+    assert data.load_cifar10(subset=(30, 6), offline=True).is_standin
+    np.testing.assert_array_equal(offline.x_train, data.make_standin(30, seed=0)[0])
+    # source="cifar10" reads the cache offline; without a declaration, "auto" uses the cache too.
+    _check(data.load_cifar10(source="cifar10", subset=(30, 6)), expected)
+    _check(cached, expected)
+
+
+class _FakeResponse:
+    """What ``urllib.request.urlopen`` returns: ``chunks`` then EOF, or an OSError midway."""
+
+    def __init__(self, chunks: list[bytes], fail_after: int | None = None) -> None:
+        self.chunks, self.fail_after, self.reads = list(chunks), fail_after, 0
+
+    def __enter__(self) -> _FakeResponse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def read(self, _size: int) -> bytes:
+        if self.fail_after is not None and self.reads == self.fail_after:
+            raise ConnectionResetError("connection reset by peer (fake)")
+        self.reads += 1
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def _fake_urlopen(monkeypatch, response: _FakeResponse) -> list[str]:
+    urls: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> _FakeResponse:
+        urls.append(url)
+        return response
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", urlopen)
+    return urls
+
+
+def test_download_checksum_mismatch_falls_back_and_cleans_up(tmp_path, monkeypatch, capsys):
+    urls = _fake_urlopen(monkeypatch, _FakeResponse([b"not CIFAR-10", b" at all"]))
+    d = data.load_cifar10(subset=100, offline=False, cache_dir=tmp_path)
+    assert d.is_standin and urls == [data.CIFAR10_URL]
+    out = capsys.readouterr().out
+    assert "download failed (CifarFormatError" in out and "SHA-256 mismatch" in out
+    assert "using the offline stand-in" in out
+    assert list((tmp_path / "datasets").iterdir()) == []  # no archive, no .part
+    with pytest.raises(data.CifarFormatError, match="SHA-256"):
+        data.load_cifar10(source="cifar10", offline=False, cache_dir=tmp_path)
+    assert list((tmp_path / "datasets").iterdir()) == []
+
+
+def test_download_error_midway_leaves_no_part_file(tmp_path, monkeypatch, capsys):
+    _fake_urlopen(monkeypatch, _FakeResponse([b"x" * 100, b"y" * 100], fail_after=1))
+    d = data.load_cifar10(subset=100, offline=False, cache_dir=tmp_path)
+    assert d.is_standin
+    assert "download failed (ConnectionResetError" in capsys.readouterr().out
+    assert list((tmp_path / "datasets").iterdir()) == []
+    _fake_urlopen(monkeypatch, _FakeResponse([b"x" * 100, b"y" * 100], fail_after=1))
+    with pytest.raises(ConnectionResetError):
+        data.download_cifar10(tmp_path)
+    assert list((tmp_path / "datasets").iterdir()) == []
 
 
 def test_truncated_batch_names_the_file(tmp_path):

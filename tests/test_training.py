@@ -1,17 +1,13 @@
 """Tests for utils.training: epoch timing, sharded input, the custom loop, 1 vs N replicas.
 
 Virtual CPU devices must be configured before TensorFlow initialises, which another test in the
-same session may already have done, so the multi-replica checks run in one fresh subprocess.
+same session may already have done, so the multi-replica checks run in one fresh process
+(``utils.fresh_process``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -19,8 +15,7 @@ import pytest
 import tensorflow as tf
 
 from utils import models, training
-
-ROOT = Path(__file__).resolve().parent.parent
+from utils.fresh_process import run_python_json
 
 
 def test_epoch_timing_separates_first_epoch():
@@ -129,25 +124,14 @@ REPLICA_SCRIPT = textwrap.dedent(
             assert part.shape[0] == 4
             seen.extend(np.rint(part.numpy()[:, 0, 0, 0] * 255).astype(int).tolist())
     out["seen"] = sorted(seen)
-    print("RESULT" + json.dumps(out))
+    print("RESULT " + json.dumps(out))
     """
 )
 
 
 @pytest.fixture(scope="module")
 def replicated() -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run(
-        [sys.executable, "-c", REPLICA_SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT") :])
+    return run_python_json(REPLICA_SCRIPT, timeout_s=300)
 
 
 def test_one_and_four_replicas_end_with_the_same_weights(replicated):

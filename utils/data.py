@@ -14,9 +14,13 @@ Where the real data comes from, in order:
    Keras' own loader uses, when the network is reachable (``offline=False``, or a bounded probe).
 3. ``source="keras"``: ``keras.datasets.cifar10.load_data()`` exactly as the seed does.
 
-Offline (no cache, no network: CI, this course's reference machine) :func:`load_cifar10` returns
-a deterministic synthetic stand-in with the same shapes, dtypes and label range, and says so in
-``CifarData.source``. Notebooks print that sentence, so nobody mistakes it for CIFAR-10.
+Offline means reproducible: with ``offline=True`` or ``COURSE_OFFLINE=1`` (``make test``, ``make
+refresh``, CI, this course's reference machine) ``source="auto"`` returns a deterministic synthetic
+stand-in with the same shapes, dtypes and label range, even when a real copy is cached, so stored
+outputs do not depend on what a machine happens to have downloaded. ``source="cifar10"`` uses the
+cached real data offline too (it only skips the download). Without a cache or network, ``auto``
+falls back to the same stand-in. ``CifarData.source`` says which one you got; notebooks print it,
+so nobody mistakes the stand-in for CIFAR-10.
 """
 
 from __future__ import annotations
@@ -270,21 +274,24 @@ def download_cifar10(
     """Download CIFAR-10's archive into Keras' cache, verify its SHA-256, return its path."""
     target = keras_datasets_dir(cache_dir) / CACHE_ARCHIVES[0]
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
+    tmp = target.with_name(target.name + ".part")
     digest = hashlib.sha256()
-    with urllib.request.urlopen(CIFAR10_URL, timeout=timeout_s) as resp, open(tmp, "wb") as out:
-        while chunk := resp.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
-    if digest.hexdigest() != CIFAR10_SHA256:
+    try:
+        with urllib.request.urlopen(CIFAR10_URL, timeout=timeout_s) as resp, open(tmp, "wb") as out:
+            while chunk := resp.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != CIFAR10_SHA256:
+            raise CifarFormatError(f"{CIFAR10_URL}: SHA-256 mismatch (download corrupted)")
+        os.replace(tmp, target)
+    except BaseException:  # network error, bad checksum, Ctrl-C: leave no partial file behind
         tmp.unlink(missing_ok=True)
-        raise CifarFormatError(f"{CIFAR10_URL}: SHA-256 mismatch (download corrupted)")
-    os.replace(tmp, target)
+        raise
     return target
 
 
-def _is_offline(offline: bool | None, timeout_s: float) -> bool:
-    """Explicit ``offline`` wins, then ``$COURSE_OFFLINE`` (1/true/yes), then a bounded probe."""
+def _declared_offline(offline: bool | None) -> bool | None:
+    """Explicit ``offline``, then ``$COURSE_OFFLINE`` (1/true/yes, 0/false/no), else ``None``."""
     if offline is not None:
         return offline
     env = os.environ.get("COURSE_OFFLINE", "").strip().lower()
@@ -292,6 +299,14 @@ def _is_offline(offline: bool | None, timeout_s: float) -> bool:
         return True
     if env in {"0", "false", "no"}:
         return False
+    return None
+
+
+def _is_offline(offline: bool | None, timeout_s: float) -> bool:
+    """:func:`_declared_offline`, or when nothing is declared, a bounded network probe."""
+    declared = _declared_offline(offline)
+    if declared is not None:
+        return declared
     return not network_available(timeout_s=timeout_s)
 
 
@@ -405,14 +420,23 @@ def _sizes(subset: int | tuple[int, int] | None) -> tuple[int, int]:
     return n_train, n_test
 
 
+def to_float(images: np.ndarray) -> np.ndarray:
+    """uint8 images (0-255) -> float32 in [0, 1], what the course's models take as input.
+
+    float32, not the float64 that ``images / 255.0`` gives: half the bytes, and the dtype a
+    TPU computes in.
+    """
+    return images.astype(np.float32) / np.float32(255.0)
+
+
 def _finish(arrays: Iterable[np.ndarray], sizes: tuple[int, int], normalize: bool) -> list:
     x_train, y_train, x_test, y_test = arrays
     n_train, n_test = sizes
     out = [x_train[:n_train], y_train[:n_train].astype(np.int64), x_test[:n_test]]
     out.append(y_test[:n_test].astype(np.int64))
     if normalize:
-        out[0] = out[0].astype(np.float32) / 255.0
-        out[2] = out[2].astype(np.float32) / 255.0
+        out[0] = to_float(out[0])
+        out[2] = to_float(out[2])
     return out
 
 
@@ -429,14 +453,17 @@ def load_cifar10(
     """Load CIFAR-10 (or the announced stand-in) as numpy arrays.
 
     Args:
-        source: ``"auto"`` (real data from the cache or a download, else the stand-in),
-            ``"cifar10"`` (real data or an error), ``"keras"`` (``keras.datasets.cifar10``, as
-            the seed; imports Keras), ``"standin"`` (always the synthetic set).
+        source: ``"auto"`` (real data from the cache or a download, else the stand-in; offline,
+            always the stand-in), ``"cifar10"`` (real data from the cache or a download, or an
+            error), ``"keras"`` (``keras.datasets.cifar10``, as the seed; imports Keras),
+            ``"standin"`` (always the synthetic set).
         subset: ``None`` for 50,000/10,000 images; an int for that many training images (and a
             fifth as many test images, at least 1,000); or a ``(train, test)`` pair.
-        offline: ``True``/``False`` to decide; ``None`` reads ``$COURSE_OFFLINE`` and otherwise
-            probes the CIFAR-10 server for at most ``timeout_s`` seconds. Only consulted when no
-            cached copy exists.
+        offline: ``True`` means reproducible: ``"auto"`` returns the stand-in without looking
+            at the cache, ``"cifar10"`` reads the cache but never downloads. ``False``: cache,
+            then download. ``None`` reads ``$COURSE_OFFLINE`` (1/true/yes or 0/false/no) and
+            otherwise uses the cache, or probes the CIFAR-10 server for at most ``timeout_s``
+            seconds before a download.
         normalize: return float32 images in [0, 1] instead of uint8.
         cache_dir: Keras' cache root (default ``$KERAS_HOME`` or ``~/.keras``).
         seed: seed of the stand-in (train uses ``seed``, test ``seed + 1``).
@@ -452,15 +479,19 @@ def load_cifar10(
         arrays = _finish((xt, yt.reshape(-1), xv, yv.reshape(-1)), sizes, normalize)
         return CifarData(*arrays, CLASS_NAMES, "CIFAR-10 (keras.datasets.cifar10)", False)
 
-    if source in {"auto", "cifar10"}:
+    # Declared offline, "auto" is the stand-in, whatever this machine has cached: reproducible.
+    if source == "cifar10" or (source == "auto" and _declared_offline(offline) is not True):
         found = find_cached(cache_dir)
         if found is None and not _is_offline(offline, timeout_s):
             try:
                 found = download_cifar10(cache_dir)
-            except OSError as err:
+            except (OSError, CifarFormatError) as err:
                 if source == "cifar10":
                     raise
-                print(f"CIFAR-10 download failed ({err}); using the offline stand-in.")
+                print(
+                    f"CIFAR-10 download failed ({type(err).__name__}: {err}); "
+                    "using the offline stand-in."
+                )
         if found is not None:
             arrays = _finish(read_cached(found), sizes, normalize)
             text = f"CIFAR-10 (real data, parsed from {found})"
