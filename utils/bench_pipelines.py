@@ -656,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from utils.data import load_cifar10
 
-    data = load_cifar10(subset=args.examples, offline=True)  # the stand-in: reproducible, no network
+    data = load_cifar10(subset=args.examples, offline=True)  # the stand-in: no network needed
     print(data.source)
     with tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp:
         wl = make_workload(
