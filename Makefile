@@ -6,7 +6,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 KERNEL  := tpu-course
-# One notebook alone: `make run NB=02` (a prefix or a path). Parameters: `make run PARAMS="-p EPOCHS 2"`.
+# One notebook alone: `make run NB=04` (a prefix or a path). Parameters: `make run PARAMS="-p EPOCHS 2"`.
 NB      ?=
 PARAMS  ?=
 
@@ -23,10 +23,10 @@ test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 .PHONY: help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
 
 help:
-	@echo "make run      execute every notebook with papermill into build/ (NB=02 for one, PARAMS=... to override)"
+	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
-	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=02 for one)"
+	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    tf.data pipeline benchmark (naive vs guide vs tuned)"
 	@echo "make report   merge build/results and results/ from several machines into build/report.md"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
@@ -47,13 +47,13 @@ $(STAMP): requirements.txt
 	@echo "Environment ready in $(VENV) (kernel '$(KERNEL)')."
 
 run: $(STAMP)
-	$(BIN)/python -m utils.run_course --kernel $(KERNEL) $(if $(NB),--only $(NB)) -- $(PARAMS)
+	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
 test: test-unit test-notebooks
 
 # TensorFlow and torch_xla cannot share one process (importing torch_xla after TensorFlow aborts
 # with an LLVM "option registered more than once" error), so the torch_xla tests run apart.
-XLA_TESTS := $(wildcard tests/test_xla*.py)
+XLA_TESTS := tests/torch
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(XLA_TESTS))
 	$(if $(XLA_TESTS),$(BIN)/python -m pytest $(XLA_TESTS))
@@ -72,17 +72,17 @@ format: $(STAMP)
 	$(BIN)/ruff format utils tests
 
 refresh: $(STAMP)
-	$(BIN)/python -m utils.nbtools refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
+	$(BIN)/python -m utils.tools.nbtools refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
 
 bench: $(STAMP)
-	$(BIN)/python -m utils.bench_pipelines
+	$(BIN)/python -m utils.tf.input_bench
 
 report: $(STAMP)
-	$(BIN)/python -m utils.report build/results results --out build/report.md
+	$(BIN)/python -m utils.tools.report build/results results --out build/report.md
 
 set-repo-url: $(STAMP)
 	@test -n "$(REPO)" || (echo "usage: make set-repo-url REPO=owner/name" && exit 2)
-	$(BIN)/python -m utils.nbtools set-repo --repo $(REPO)
+	$(BIN)/python -m utils.tools.nbtools set-repo --repo $(REPO)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -488,3 +488,44 @@ def test_import_and_detect_import_no_framework() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+# --------------------------------------------------------------------------- one address grammar
+
+
+@pytest.mark.parametrize(
+    ("value", "tpu"),
+    [
+        ("grpc://10.0.0.2", "grpc://10.0.0.2:8470"),
+        ("grpc://10.0.0.2:8471", "grpc://10.0.0.2:8471"),
+        ("10.0.0.2:8470", "grpc://10.0.0.2:8470"),
+        ("[::1]:8470", "grpc://[::1]:8470"),
+    ],
+)
+def test_detection_and_connection_share_one_address_grammar(value: str, tpu: str) -> None:
+    from utils import tpu_address
+
+    assert tpu_address.parse(value).tpu == tpu
+    rt = runtime.detect(
+        env={"TPU_NAME": value if value.startswith("grpc") else "grpc://" + value},
+        root="/nonexistent",
+        run=lambda *a: "",
+        frameworks={},
+    )
+    assert rt.tpu is not None and rt.tpu.address == tpu
+
+
+@pytest.mark.parametrize("port", ["\u00b2", "8470\u0663", "-1", ""])
+def test_unicode_or_odd_ports_are_hints_not_exceptions(port: str) -> None:
+    from utils import tpu_address
+
+    with pytest.raises(tpu_address.TPUAddressError):
+        tpu_address.parse_grpc(f"127.0.0.1:{port}")
+    rt = runtime.detect(
+        env={"COLAB_TPU_ADDR": f"127.0.0.1:{port}"},
+        root="/nonexistent",
+        run=lambda *a: "",
+        frameworks={},
+    )
+    assert rt.tpu is None
+    assert any("COLAB_TPU_ADDR" in h for h in rt.hints)

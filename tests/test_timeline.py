@@ -58,7 +58,7 @@ def test_add_batch_reads_stamps_per_element():
 def test_recorded_pipeline_spans_are_ordered_per_element(tmp_path, tuned):
     """Real pipelines of the benchmark, stamped: read < decode < transform < consume."""
     pytest.importorskip("tensorflow")
-    from utils import bench_pipelines as bp
+    from utils.tf import input_bench as bp
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(64, 8, 8, 3), dtype=np.uint8)
@@ -109,7 +109,7 @@ def test_ladder_adds_one_technique_per_row():
     pytest.importorskip("tensorflow")
     import dataclasses
 
-    from utils import bench_pipelines as bp
+    from utils.tf import input_bench as bp
 
     def flags(cfg):
         return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("name", "note")}
@@ -123,7 +123,7 @@ def test_ladder_adds_one_technique_per_row():
 
 def test_input_wait_runs_a_distributed_step():
     tf = pytest.importorskip("tensorflow")
-    from utils import bench_pipelines as bp
+    from utils.tf import input_bench as bp
 
     strategy = tf.distribute.get_strategy()  # the default strategy: one replica, same API
     ds = tf.data.Dataset.from_tensor_slices(
@@ -143,8 +143,8 @@ def test_input_wait_runs_a_distributed_step():
 def test_cache_growth_child_failure_carries_its_output():
     pytest.importorskip("tensorflow")
     pytest.importorskip("psutil")
-    from utils import bench_pipelines as bp
     from utils.fresh_process import FreshProcessError
+    from utils.tf import input_bench as bp
 
     with pytest.raises(FreshProcessError, match="placement must be 'before' or 'after'"):
         bp.cache_growth_in_subprocess("sideways", 4)

@@ -1,20 +1,23 @@
 """Shared code for the "Train faster on TPUs" course.
 
-Notebooks show the idea; this package holds the plumbing. Importing it (or any of its
-submodules that say so) never imports TensorFlow, PyTorch or JAX: on a TPU VM, importing a
-framework grabs the TPU, so only the notebook that trains may do it.
+Notebooks show the idea; this package holds the plumbing. A module's place says what importing
+it loads: on a TPU VM the first framework imported owns the TPU, so a notebook imports one
+stack's subpackage only, and the core from anywhere.
 
-Modules, one concern each:
-- ``runtime``: where am I running (platform, accelerator, TPU kind), without importing a framework.
-- ``bootstrap``: the set-up cell's work (quiet logs, install only what Colab/Kaggle lack).
-- ``tf_tpu``: connect to a TPU and pick a ``tf.distribute`` strategy (imports TensorFlow).
-- ``data``: CIFAR-10 (real, from Keras' cache or a verified download; or an announced stand-in).
-- ``models``, ``training``, ``training_plots``: the seed's Keras CNN, timing, custom loops, plots.
-- ``pipelines``, ``tfrecords``, ``timeline``, ``bench_pipelines``: tf.data input pipelines,
-  sharded TFRecords, per-element timelines, and the ``make bench`` benchmark.
-- ``bench``, ``flops``, ``systolic``, ``hardware_plots``: measuring hardware and drawing it.
-- ``torch_models``, ``xla``: the seed's CNN in PyTorch and PyTorch/XLA helpers.
-- ``results``, ``report``, ``run_course``, ``nbtools``: batch runs, results files, reports.
+Core (framework-free; a test imports each in a fresh interpreter and checks):
+- ``runtime``: where am I running (platform, accelerator, TPU kind).
+- ``tpu_address``: the one grammar for TPU addresses (``local``, ``host:port``, a name).
+- ``bootstrap``: the set-up cell's work (quiet logs, what each runtime can run, parameter checks).
+- ``data``: CIFAR-10 (real, verified; or an announced stand-in).
+- ``bench``, ``flops``, ``mfu``, ``systolic``, ``hardware_plots``: measuring hardware, counting
+  FLOPs, model FLOPs utilisation, and drawing them.
+- ``timeline``, ``training_plots``, ``results``, ``fresh_process``: timelines, plots, results
+  files, run-once-per-process work.
+
+Stacks (importing loads the framework): ``utils.tf`` (TensorFlow), ``utils.keras`` (Keras 3, any
+backend), ``utils.torch`` (PyTorch and torch_xla), ``utils.jax`` (JAX).
+
+Maintainer tools, never imported by notebooks: ``utils.tools`` (run_course, report, nbtools).
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def elementwise_cost(
 
 
 def seed_cnn_costs(batch: int = 1, *, dtype_bytes: int = 4) -> list[LayerCost]:
-    """Costs of the seed's CIFAR-10 CNN (``utils.models.seed_cnn``), layer by layer.
+    """Costs of the seed's CIFAR-10 CNN (``utils.keras.models.seed_cnn``), layer by layer.
 
     Conv2D(32, 3x3, relu) -> MaxPool(2) -> Conv2D(64, 3x3, relu) -> MaxPool(2) ->
     Conv2D(64, 3x3, relu) -> Flatten -> Dense(64, relu) -> Dense(10), on 32x32x3 inputs.

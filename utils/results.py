@@ -1,7 +1,7 @@
 """Machine-readable results of a notebook run (``build/results/<notebook>.json``).
 
 Each notebook calls :func:`record` once with its headline measurements; ``make report``
-(:mod:`utils.report`) merges the files of one or several machines. Framework-free: the library
+(:mod:`utils.tools.report`) merges the files of one or several machines. Framework-free: the library
 versions are read from installed package metadata, never by importing TensorFlow or torch.
 
 One file per notebook and machine, schema version 1 (:data:`SCHEMA`, checked by :func:`load`)::

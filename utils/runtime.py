@@ -40,6 +40,9 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from utils import tpu_address
+from utils.tpu_address import show as _show
+
 __all__ = [
     "FRAMEWORKS",
     "CommandRunner",
@@ -93,8 +96,6 @@ _VFIO_GENERATIONS = {"v5e", "v5p", "v6e"}
 NVIDIA_SMI_TIMEOUT_S = 5.0
 _MAX_READ = 4 << 20  # bytes; /proc/cpuinfo of a 200-core machine is about 300 KB
 _TYPE_RE = re.compile(r"(?P<family>v\d+[a-z]*|tpu\d+[a-z]*)-(?P<n>\d{1,6})")
-_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
-_TPU_NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 CommandRunner = Callable[[Sequence[str], float], str]
 """Runs ``args`` with a timeout in seconds and returns its standard output (may raise)."""
@@ -308,30 +309,15 @@ def _gpus(root: str, env: Mapping[str, str], run: CommandRunner | None) -> tuple
 # --------------------------------------------------------------------------- TPU
 
 
-def _show(value: str, limit: int = 60) -> str:
-    """A value for a hint: quoted, escaped, and cut if long."""
-    return repr(value if len(value) <= limit else value[:limit] + "...")
-
-
 def _parse_hostport(value: str) -> tuple[str | None, str | None]:
-    """``host:port`` (optionally ``grpc://``) -> (``grpc://host:port``, None) or (None, problem)."""
-    text = value.strip()
-    if text.lower().startswith("grpc://"):
-        text = text[len("grpc://") :]
-    if not text:
-        return None, "is empty"
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return None, "has no port"
-    if ":" in host and not host.startswith("["):  # an IPv6 address needs brackets: [::1]:8470
-        return None, "is not host:port"
-    if not port.isdigit():
-        return None, f"has port {_show(port)}, which is not a number"
-    if not 1 <= int(port) <= 65535:
-        return None, f"has port {int(port)}, outside 1-65535"
-    if not _HOST_RE.fullmatch(host):
-        return None, f"has host {_show(host)}, which is not a host name or IP address"
-    return f"grpc://{host}:{int(port)}", None
+    """A TPU Node address -> (``grpc://host:port``, None) or (None, problem).
+
+    The grammar is :func:`utils.tpu_address.parse_grpc`, shared with connecting.
+    """
+    try:
+        return tpu_address.parse_grpc(value).tpu, None
+    except tpu_address.TPUAddressError as exc:
+        return None, exc.problem
 
 
 def _parse_accelerator_type(value: str) -> tuple[str | None, int | None, str | None]:
@@ -436,7 +422,7 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
                 )
             elif not vm_evidence:
                 node_address = node_address or address
-        elif _TPU_NAME_RE.fullmatch(tpu_name):
+        elif tpu_address.NAME_RE.fullmatch(tpu_name):
             name = tpu_name
         else:
             hints.append(
@@ -538,26 +524,26 @@ def _accelerator_hint(platform: str, tpu: TPUInfo | None, gpus: tuple[str, ...],
         )
         return (
             f"TPU VM{f' ({what})' if what else ''}: connect with TPUClusterResolver(tpu='local') "
-            "(utils.tf_tpu.get_strategy does this); a bare TPUClusterResolver() fails here."
+            "(utils.tf.strategies.get_strategy does this); a bare TPUClusterResolver() fails here."
         )
     if tpu is not None and tpu.address:
         return (
             f"TPU Node at {tpu.address} (the legacy architecture; Colab moved to TPU VMs in "
             f"2024): connect with TPUClusterResolver(tpu='{tpu.address}') "
-            "(utils.tf_tpu.get_strategy does this). Current PyTorch/XLA (PJRT) cannot use a "
+            "(utils.tf.strategies.get_strategy does this). Current PyTorch/XLA (PJRT) cannot use a "
             "TPU Node."
         )
     if tpu is not None:
         return (
             f"Cloud TPU {tpu.name!r} by name: TPUClusterResolver(tpu='{tpu.name}', zone=..., "
             "project=...) looks up its address through the Cloud TPU API (needs network access "
-            "and credentials); utils.tf_tpu.get_strategy does this."
+            "and credentials); utils.tf.strategies.get_strategy does this."
         )
     if gpus:
         return (
             f"{len(gpus)} NVIDIA GPU{'s' if len(gpus) > 1 else ''}: TensorFlow uses "
-            f"{'them' if len(gpus) > 1 else 'it'} directly (utils.tf_tpu.get_strategy picks the "
-            "strategy); torch_xla 2.9 has no CUDA support, use plain torch on a GPU."
+            f"{'them' if len(gpus) > 1 else 'it'} directly (utils.tf.strategies.get_strategy "
+            "picks the strategy); torch_xla 2.9 has no CUDA support, use plain torch on a GPU."
         )
     where = {
         "colab": " On Colab: Runtime > Change runtime type > TPU.",

@@ -1,4 +1,4 @@
-"""Tests for utils.tf_tpu: error mapping, bounded connection attempts, strategy choice.
+"""Tests for utils.tf.tpu_connect: error mapping, bounded connection attempts, strategy choice.
 
 They import TensorFlow (once, in this process). The only address ever contacted is a port on
 127.0.0.1 where nothing listens. Virtual CPU devices must be configured before TensorFlow
@@ -17,10 +17,11 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from utils import fresh_process, tf_tpu  # noqa: E402
+from utils import fresh_process  # noqa: E402
 from utils import runtime as runtime_mod  # noqa: E402
+from utils.tf import strategies, tpu_connect  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake_runtime(
@@ -49,9 +50,9 @@ def closed_port() -> int:
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    tf_tpu._STRATEGY_CACHE.clear()
+    strategies._STRATEGY_CACHE.clear()
     yield
-    tf_tpu._STRATEGY_CACHE.clear()
+    strategies._STRATEGY_CACHE.clear()
 
 
 # --------------------------------------------------------------------------- addresses
@@ -68,14 +69,14 @@ def fresh_cache():
     ],
 )
 def test_parse_tpu_address(text, kind, tpu, port):
-    target = tf_tpu.parse_tpu_address(text)
+    target = tpu_connect.parse_tpu_address(text)
     assert (target.kind, target.tpu, target.port) == (kind, tpu, port)
 
 
 @pytest.mark.parametrize("text", ["", "10.0.0.2:99999", "10.0.0.2:port", "My TPU!", "grpc://:8470"])
 def test_parse_tpu_address_rejects_garbage_clearly(text):
-    with pytest.raises(tf_tpu.TPUConnectionError) as info:
-        tf_tpu.parse_tpu_address(text)
+    with pytest.raises(tpu_connect.TPUConnectionError) as info:
+        tpu_connect.parse_tpu_address(text)
     assert "Tried:" in str(info.value) and "Fix:" in str(info.value)
     assert "grpc://" in info.value.fix
 
@@ -84,18 +85,18 @@ def test_resolve_target_follows_the_runtime():
     vm = fake_runtime(
         "tpu", runtime_mod.TPUInfo(mode="vm", accelerator_type="v5e-1", address="local")
     )
-    assert tf_tpu.resolve_target(runtime=vm).tpu == "local"
+    assert tpu_connect.resolve_target(runtime=vm).tpu == "local"
     node = fake_runtime("tpu", runtime_mod.TPUInfo(mode="node", address="grpc://10.0.0.2:8470"))
-    assert tf_tpu.resolve_target(runtime=node).tpu == "grpc://10.0.0.2:8470"
+    assert tpu_connect.resolve_target(runtime=node).tpu == "grpc://10.0.0.2:8470"
     named = fake_runtime("tpu", runtime_mod.TPUInfo(mode="node", name="my-tpu"))
-    assert tf_tpu.resolve_target(runtime=named).kind == "name"
+    assert tpu_connect.resolve_target(runtime=named).kind == "name"
     # an explicit address wins over what the runtime found
-    assert tf_tpu.resolve_target("grpc://127.0.0.1:9", runtime=vm).kind == "grpc"
+    assert tpu_connect.resolve_target("grpc://127.0.0.1:9", runtime=vm).kind == "grpc"
 
 
 def test_resolve_target_without_tpu_explains_the_bare_resolver_error():
-    with pytest.raises(tf_tpu.TPUConnectionError) as info:
-        tf_tpu.resolve_target(runtime=fake_runtime())
+    with pytest.raises(tpu_connect.TPUConnectionError) as info:
+        tpu_connect.resolve_target(runtime=fake_runtime())
     assert "Please provide a TPU Name" in info.value.why
     assert "Runtime > Change runtime type" in info.value.fix
 
@@ -108,7 +109,7 @@ def test_real_bare_resolver_error_is_mapped(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(ValueError, match="Please provide a TPU Name") as info:
         tf.distribute.cluster_resolver.TPUClusterResolver()
-    err = tf_tpu.explain_tpu_error(info.value, tried="TPUClusterResolver()")
+    err = tpu_connect.explain_tpu_error(info.value, tried="TPUClusterResolver()")
     assert "tpu='local'" in err.fix
     assert "silently" in err.fix
 
@@ -121,7 +122,9 @@ CONFIGURE_MSG = (
 
 def test_missing_tpu_kernels_without_tensorflow_tpu_says_install():
     exc = tf.errors.NotFoundError(None, None, CONFIGURE_MSG)
-    err = tf_tpu.explain_tpu_error(exc, tried="x", tensorflow_tpu_version="", lockfile_exists=False)
+    err = tpu_connect.explain_tpu_error(
+        exc, tried="x", tensorflow_tpu_version="", lockfile_exists=False
+    )
     assert "pip install tensorflow-tpu==" in err.fix
     assert "libtpu" in err.fix
     assert "ConfigureDistributedTPU" in err.why
@@ -129,7 +132,7 @@ def test_missing_tpu_kernels_without_tensorflow_tpu_says_install():
 
 def test_missing_tpu_kernels_with_lockfile_says_busy():
     exc = tf.errors.NotFoundError(None, None, CONFIGURE_MSG)
-    err = tf_tpu.explain_tpu_error(
+    err = tpu_connect.explain_tpu_error(
         exc, tried="x", tensorflow_tpu_version="2.20.0", lockfile_exists=True
     )
     assert "another process" in err.why
@@ -138,7 +141,7 @@ def test_missing_tpu_kernels_with_lockfile_says_busy():
 
 def test_missing_tpu_kernels_with_tensorflow_tpu_and_no_lock_checks_libtpu():
     exc = tf.errors.NotFoundError(None, None, CONFIGURE_MSG)
-    err = tf_tpu.explain_tpu_error(
+    err = tpu_connect.explain_tpu_error(
         exc, tried="x", tensorflow_tpu_version="2.20.0", lockfile_exists=False
     )
     assert "/dev/accel" in err.fix and "same version" in err.fix
@@ -155,7 +158,7 @@ def test_missing_tpu_kernels_with_tensorflow_tpu_and_no_lock_checks_libtpu():
     ],
 )
 def test_tpu_held_by_another_process(message):
-    err = tf_tpu.explain_tpu_error(RuntimeError(message), tried="x", lockfile_exists=False)
+    err = tpu_connect.explain_tpu_error(RuntimeError(message), tried="x", lockfile_exists=False)
     assert "another process holds the TPU" in err.why
     assert "Restart the runtime" in err.fix
     assert "end the other process" in err.fix
@@ -165,19 +168,19 @@ def test_version_mismatch_and_unknown_errors():
     exc = tf.errors.NotFoundError(
         None, None, "'__inference__tpu_init_fn_4' is neither a type of a primitive operation"
     )
-    assert "same TensorFlow version" in tf_tpu.explain_tpu_error(exc, tried="x").fix
-    unknown = tf_tpu.explain_tpu_error(KeyError("weird"), tried="x")
+    assert "same TensorFlow version" in tpu_connect.explain_tpu_error(exc, tried="x").fix
+    unknown = tpu_connect.explain_tpu_error(KeyError("weird"), tried="x")
     assert "KeyError" in unknown.why and "troubleshooting" in unknown.fix
 
 
 def test_real_initialize_on_cpu_maps_to_install_advice():
     """On this CPU machine, initialising 'local' raises the real ConfigureDistributedTPU error."""
-    if tf_tpu.bootstrap.installed_version("tensorflow-tpu") or os.path.exists(
-        tf_tpu.LIBTPU_LOCKFILE
+    if tpu_connect.bootstrap.installed_version("tensorflow-tpu") or os.path.exists(
+        tpu_connect.LIBTPU_LOCKFILE
     ):
         pytest.skip("tensorflow-tpu or a TPU lock is present: not the plain-CPU case")
-    with pytest.raises(tf_tpu.TPUConnectionError) as info:
-        tf_tpu.connect_tpu("local", timeout_s=30)
+    with pytest.raises(tpu_connect.TPUConnectionError) as info:
+        tpu_connect.connect_tpu("local", timeout_s=30)
     assert "ConfigureDistributedTPU" in info.value.why
     assert "tensorflow-tpu" in info.value.fix
     assert isinstance(info.value.__cause__, tf.errors.NotFoundError)
@@ -189,8 +192,8 @@ def test_real_initialize_on_cpu_maps_to_install_advice():
 def test_unreachable_loopback_port_fails_fast_and_clearly():
     port = closed_port()
     start = time.monotonic()
-    with pytest.raises(tf_tpu.TPUConnectionError) as info:
-        tf_tpu.connect_tpu(f"grpc://127.0.0.1:{port}", timeout_s=5.0)
+    with pytest.raises(tpu_connect.TPUConnectionError) as info:
+        tpu_connect.connect_tpu(f"grpc://127.0.0.1:{port}", timeout_s=5.0)
     elapsed = time.monotonic() - start
     assert f"127.0.0.1:{port}" in info.value.tried
     assert "nothing is listening" in info.value.why
@@ -199,24 +202,24 @@ def test_unreachable_loopback_port_fails_fast_and_clearly():
 
 
 def test_call_with_deadline():
-    assert tf_tpu._call_with_deadline(lambda: 42, 5.0, "answer") == 42
+    assert tpu_connect._call_with_deadline(lambda: 42, 5.0, "answer") == 42
     with pytest.raises(TimeoutError, match="sleeping did not finish"):
-        tf_tpu._call_with_deadline(lambda: time.sleep(2), 0.05, "sleeping")
+        tpu_connect._call_with_deadline(lambda: time.sleep(2), 0.05, "sleeping")
     with pytest.raises(ZeroDivisionError):
-        tf_tpu._call_with_deadline(lambda: 1 / 0, 5.0, "dividing")
+        tpu_connect._call_with_deadline(lambda: 1 / 0, 5.0, "dividing")
 
 
 # --------------------------------------------------------------------------- strategies
 
 
 def test_cpu_gives_the_default_strategy():
-    strategy = tf_tpu.get_strategy(runtime=fake_runtime())
+    strategy = strategies.get_strategy(runtime=fake_runtime())
     assert strategy is tf.distribute.get_strategy()
     assert strategy.num_replicas_in_sync == 1
-    assert tf_tpu.strategy_kind(strategy) == "default"
-    assert tf_tpu.describe_strategy(strategy).startswith("default strategy: 1 replica in sync")
-    assert tf_tpu.compile_kwargs(strategy) == {}
-    assert tf_tpu.compile_kwargs(strategy, steps_per_execution=8) == {"steps_per_execution": 8}
+    assert strategies.strategy_kind(strategy) == "default"
+    assert strategies.describe_strategy(strategy).startswith("default strategy: 1 replica in sync")
+    assert strategies.compile_kwargs(strategy) == {}
+    assert strategies.compile_kwargs(strategy, steps_per_execution=8) == {"steps_per_execution": 8}
 
 
 def unreachable_tpu_runtime() -> runtime_mod.Runtime:
@@ -225,16 +228,16 @@ def unreachable_tpu_runtime() -> runtime_mod.Runtime:
 
 
 def test_detected_tpu_that_fails_raises_by_default():
-    with pytest.raises(tf_tpu.TPUConnectionError, match="nothing is listening"):
-        tf_tpu.get_strategy(runtime=unreachable_tpu_runtime(), timeout_s=5.0)
+    with pytest.raises(tpu_connect.TPUConnectionError, match="nothing is listening"):
+        strategies.get_strategy(runtime=unreachable_tpu_runtime(), timeout_s=5.0)
 
 
 def test_detected_tpu_that_fails_falls_back_loudly_only_when_allowed(capsys):
-    with pytest.warns(tf_tpu.CPUFallbackWarning, match="NOT USING THE ACCELERATOR"):
-        strategy = tf_tpu.get_strategy(
+    with pytest.warns(strategies.CPUFallbackWarning, match="NOT USING THE ACCELERATOR"):
+        strategy = strategies.get_strategy(
             runtime=unreachable_tpu_runtime(), timeout_s=5.0, allow_cpu_fallback=True
         )
-    assert tf_tpu.strategy_kind(strategy) == "default"
+    assert strategies.strategy_kind(strategy) == "default"
     out = capsys.readouterr().out
     assert "NOT USING THE ACCELERATOR" in out and "nothing is listening" in out
 
@@ -244,56 +247,59 @@ def test_gpu_seen_but_not_by_tensorflow_is_not_silent():
         pytest.skip("TensorFlow sees a GPU here")
     gpu_box = fake_runtime("gpu", gpus=("NVIDIA T4",))
     with pytest.raises(RuntimeError, match="tensorflow\\[and-cuda\\]"):
-        tf_tpu.get_strategy(runtime=gpu_box)
-    with pytest.warns(tf_tpu.CPUFallbackWarning):
-        tf_tpu.get_strategy(runtime=gpu_box, allow_cpu_fallback=True)
+        strategies.get_strategy(runtime=gpu_box)
+    with pytest.warns(strategies.CPUFallbackWarning):
+        strategies.get_strategy(runtime=gpu_box, allow_cpu_fallback=True)
 
 
 def test_virtual_cpus_must_be_positive():
     with pytest.raises(ValueError, match="virtual_cpus"):
-        tf_tpu.get_strategy(virtual_cpus=0, runtime=fake_runtime())
+        strategies.get_strategy(virtual_cpus=0, runtime=fake_runtime())
 
 
 def test_compile_kwargs_per_strategy_kind(monkeypatch):
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
-    assert tf_tpu.strategy_kind(one) == "one-device"
-    assert tf_tpu.compile_kwargs(one) == {}
+    assert strategies.strategy_kind(one) == "one-device"
+    assert strategies.compile_kwargs(one) == {}
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
-    assert tf_tpu.strategy_kind(mirrored) == "mirrored-cpu"
-    assert tf_tpu.compile_kwargs(mirrored) == {}
+    assert strategies.strategy_kind(mirrored) == "mirrored-cpu"
+    assert strategies.compile_kwargs(mirrored) == {}
     with pytest.raises(ValueError, match="You must feed a value for placeholder"):
-        tf_tpu.compile_kwargs(mirrored, steps_per_execution=4)
+        strategies.compile_kwargs(mirrored, steps_per_execution=4)
     # A TPUStrategy needs a TPU; the decision depends only on the kind.
-    monkeypatch.setattr(tf_tpu, "strategy_kind", lambda s: "tpu")
-    assert tf_tpu.compile_kwargs(object()) == {
-        "steps_per_execution": tf_tpu.DEFAULT_TPU_STEPS_PER_EXECUTION
+    monkeypatch.setattr(strategies, "strategy_kind", lambda s: "tpu")
+    assert strategies.compile_kwargs(object()) == {
+        "steps_per_execution": strategies.DEFAULT_TPU_STEPS_PER_EXECUTION
     }
-    assert tf_tpu.compile_kwargs(object(), steps_per_execution=64) == {"steps_per_execution": 64}
-    for kwargs in (tf_tpu.compile_kwargs(one), tf_tpu.compile_kwargs(object())):
+    assert strategies.compile_kwargs(object(), steps_per_execution=64) == {
+        "steps_per_execution": 64
+    }
+    for kwargs in (strategies.compile_kwargs(one), strategies.compile_kwargs(object())):
         assert "jit_compile" not in kwargs
 
 
 def test_save_and_load_options_use_the_host():
-    assert tf_tpu.save_options().experimental_io_device == "/job:localhost"
-    assert tf_tpu.load_options().experimental_io_device == "/job:localhost"
-    assert tf_tpu.checkpoint_options().experimental_io_device == "/job:localhost"
+    assert tpu_connect.save_options().experimental_io_device == "/job:localhost"
+    assert tpu_connect.load_options().experimental_io_device == "/job:localhost"
+    assert tpu_connect.checkpoint_options().experimental_io_device == "/job:localhost"
 
 
 VIRTUAL_SCRIPT = textwrap.dedent(
     """
     import json
     import tensorflow as tf
-    from utils import runtime, tf_tpu
+    from utils import runtime
+    from utils.tf import strategies, tpu_connect
 
     rt = runtime.Runtime(platform="local", accelerator="cpu", tpu=None, gpus=(),
                          cpu_model="test", cpu_cores=2, cpu_features=(), frameworks={})
     out = {}
-    s = tf_tpu.get_strategy(virtual_cpus=8, runtime=rt)
-    out["kind"] = tf_tpu.strategy_kind(s)
+    s = strategies.get_strategy(virtual_cpus=8, runtime=rt)
+    out["kind"] = strategies.strategy_kind(s)
     out["class"] = type(s).__name__
     out["replicas"] = s.num_replicas_in_sync
-    out["describe"] = tf_tpu.describe_strategy(s)
-    out["compile"] = tf_tpu.compile_kwargs(s)
+    out["describe"] = strategies.describe_strategy(s)
+    out["compile"] = strategies.compile_kwargs(s)
 
     # each replica contributes (replica id + 1) * ones(2, 2) @ ones(2, 2) = 2 * (id + 1)
     def step():
@@ -306,15 +312,15 @@ VIRTUAL_SCRIPT = textwrap.dedent(
     out["sum"] = float(s.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
 
     # the same request again: an equivalent strategy, no "cannot be modified" error
-    again = tf_tpu.get_strategy(virtual_cpus=8, runtime=rt)
+    again = strategies.get_strategy(virtual_cpus=8, runtime=rt)
     out["same_again"] = again is s
-    tf_tpu._STRATEGY_CACHE.clear()  # as after re-importing the module in a notebook
-    again2 = tf_tpu.get_strategy(virtual_cpus=8, runtime=rt)
+    strategies._STRATEGY_CACHE.clear()  # as after re-importing the module in a notebook
+    again2 = strategies.get_strategy(virtual_cpus=8, runtime=rt)
     out["again_replicas"] = again2.num_replicas_in_sync
     try:
-        tf_tpu.get_strategy(virtual_cpus=4, runtime=rt)
+        strategies.get_strategy(virtual_cpus=4, runtime=rt)
         out["conflict"] = None
-    except tf_tpu.VirtualDevicesError as exc:
+    except strategies.VirtualDevicesError as exc:
         out["conflict"] = str(exc)
     print("RESULT " + json.dumps(out))
     """

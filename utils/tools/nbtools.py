@@ -1,4 +1,4 @@
-"""Maintenance commands for the course notebooks (``python -m utils.nbtools ...``).
+"""Maintenance commands for the course notebooks (``python -m utils.tools.nbtools ...``).
 
 * ``refresh NB...``: re-execute notebooks in place with papermill (cwd ``notebooks/``, like
   nbval), so their stored outputs come from the committed code; papermill's metadata is stripped.
@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # Files in which the repository name appears (Colab links, set-up cells, the canonical value).
@@ -42,11 +42,29 @@ def strip_papermill(nb: dict) -> dict:
     return nb
 
 
+def canonical(nb: dict) -> dict:
+    """The notebook as ``nbformat.write`` stores it: each cell's source a list of lines.
+
+    One string per cell makes every edit a whole-cell diff; lists of lines keep diffs line-sized.
+    """
+    for cell in nb.get("cells", []):
+        for key in ("source",):
+            if isinstance(cell.get(key), str):
+                cell[key] = cell[key].splitlines(keepends=True)
+        for out in cell.get("outputs", []):
+            if isinstance(out.get("text"), str):
+                out["text"] = out["text"].splitlines(keepends=True)
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str) and mime.startswith("text/"):
+                    out["data"][mime] = value.splitlines(keepends=True)
+    return nb
+
+
 def _write_json_atomic(path: Path, nb: dict) -> None:
     with tempfile.NamedTemporaryFile(
         "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
     ) as fh:
-        json.dump(nb, fh, indent=1, ensure_ascii=False)
+        json.dump(canonical(nb), fh, indent=1, ensure_ascii=False, sort_keys=True)
         fh.write("\n")
     os.replace(fh.name, path)
 
@@ -142,7 +160,7 @@ def _paths(names: Iterable[str]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.nbtools", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m utils.tools.nbtools", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_refresh = sub.add_parser("refresh", help="re-execute notebooks in place")
     p_refresh.add_argument("notebooks", nargs="+")

@@ -1,4 +1,4 @@
-"""PyTorch/XLA helpers for notebook 04 (imports torch and torch_xla).
+"""PyTorch/XLA helpers for notebook 06 (imports torch and torch_xla).
 
 Importing this module picks the PJRT device *before* torch_xla loads (torch_xla reads
 ``PJRT_DEVICE`` once, when its runtime starts):
@@ -11,7 +11,7 @@ A ``PJRT_DEVICE`` that is already set is kept. :data:`PJRT_CHOICE` says what was
 :func:`describe_device` prints it with the devices found, without opening a TPU that this process
 has not opened yet (opening takes the chips until the process ends; :func:`runtime_started`).
 
-What is here, in the order notebook 04 uses it:
+What is here, in the order notebook 06 uses it:
 
 - :func:`metrics_summary` / :func:`metrics_delta`: torch_xla's own counters as numbers
   (compilations, executions, transfers, ``aten::`` CPU fallbacks).
@@ -85,7 +85,7 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler, Sampler, TensorDataset  # noqa: E402
 
 from utils.fresh_process import FreshProcessError, run_python  # noqa: E402
-from utils.torch_models import SeedCNN, images_to_float  # noqa: E402
+from utils.torch.models import SeedCNN, images_to_float  # noqa: E402
 
 __all__ = [
     "PJRT_CHOICE",
@@ -603,7 +603,7 @@ def launch_data_parallel(
         env = {"PJRT_DEVICE": pjrt}
         if pjrt == "CPU":
             env["CPU_NUM_DEVICES"] = str(cpu_devices)
-        code = f"from utils.xla import _launch_main; _launch_main({workdir!r})"
+        code = f"from utils.torch.xla import _launch_main; _launch_main({workdir!r})"
         done = run_python(["-c", code], env=env, timeout_s=timeout_s)  # raises with the log tail
         log = done.stdout + done.stderr
         files = sorted(Path(workdir).glob("replica_*.json"))

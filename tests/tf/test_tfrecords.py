@@ -1,4 +1,4 @@
-"""Tests for utils.tfrecords: exact round trips, exactly-once reading, loud failures."""
+"""Tests for utils.tf.tfrecords: exact round trips, exactly-once reading, loud failures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from utils import tfrecords  # noqa: E402
+from utils.tf import tfrecords  # noqa: E402
 
 N = 203  # not a multiple of the shard count: shards differ in size
 

@@ -2,9 +2,9 @@
 
 ``make run`` calls this module; on Colab or Kaggle call it yourself::
 
-    python -m utils.run_course --kernel tpu-course                 # all notebooks
-    python -m utils.run_course --only 02 -- -p EPOCHS 2            # one notebook, a parameter
-    python -m utils.run_course -- -f params.yaml -y "BATCH_SIZE: 256"
+    python -m utils.tools.run_course --kernel tpu-course                 # all notebooks
+    python -m utils.tools.run_course --only 02 -- -p EPOCHS 2            # one notebook, a parameter
+    python -m utils.tools.run_course -- -f params.yaml -y "BATCH_SIZE: 256"
 
 Each notebook is executed into ``build/<name>.ipynb`` (the sources are left untouched) with the
 notebooks folder as working directory, exactly as ``pytest --nbval`` runs them. One progress line
@@ -39,7 +39,7 @@ from typing import Any
 
 from utils import results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Same quiet defaults as the Makefile, for runs started without make (Colab, Kaggle).
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
@@ -246,7 +246,7 @@ def _check_kernel(kernel: str) -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (papermill parameters come after ``--``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m utils.run_course",
+        prog="python -m utils.tools.run_course",
         description="Execute every course notebook in order with papermill.",
         epilog="After --: papermill parameters, e.g. -- -p EPOCHS 2 -f params.yaml -y 'A: 1'",
     )

@@ -144,7 +144,7 @@ def make_dataset(
             works when the source is files (TFRecords), where it saves re-reading every epoch.
         shuffle_buffer: examples held by ``shuffle``; ``None`` = the whole dataset (a perfect
             shuffle; the buffer holds ``uint8`` examples, about 150 MB for CIFAR-10's 50,000).
-            A small buffer only mixes neighbours (notebook 05 shows it).
+            A small buffer only mixes neighbours (notebook 07 shows it).
         augment: random flip and crop per image (training only).
         seed: seeds shuffling and augmentation; each epoch still differs from the previous one.
         drop_remainder: ``None`` = ``training``. True gives a static batch dimension.

@@ -1,4 +1,4 @@
-"""Tests for utils.xla and utils.torch_models on the XLA CPU device (``PJRT_DEVICE=CPU``).
+"""Tests for utils.torch.xla and utils.torch.models on the XLA CPU device (``PJRT_DEVICE=CPU``).
 
 torch_xla reads ``PJRT_DEVICE`` when its runtime starts, so it is set before the import. The
 multi-device test runs the launcher, which starts its own process with ``CPU_NUM_DEVICES=2``.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-os.environ["PJRT_DEVICE"] = "CPU"  # before torch_xla is imported (by utils.xla)
+os.environ["PJRT_DEVICE"] = "CPU"  # before torch_xla is imported (by utils.torch.xla)
 
 import numpy as np
 import pytest
@@ -18,9 +18,9 @@ pytest.importorskip("torch_xla")
 
 from torch import nn  # noqa: E402
 
-from utils import xla  # noqa: E402
 from utils.fresh_process import run_python_json  # noqa: E402
-from utils.torch_models import SeedCNN, count_parameters, images_to_float  # noqa: E402
+from utils.torch import xla  # noqa: E402
+from utils.torch.models import SeedCNN, count_parameters, images_to_float  # noqa: E402
 
 
 def _images(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +56,7 @@ def test_describe_device_opens_the_cpu_device_but_can_describe_without_opening()
 def test_describe_device_leaves_an_unopened_tpu_alone() -> None:
     """A fresh process told PJRT_DEVICE=TPU (on a fake v5e-1): describing must not open it."""
     code = (
-        "import json; from utils import xla; text = xla.describe_device(); "
+        "import json; from utils.torch import xla; text = xla.describe_device(); "
         "print('RESULT ' + json.dumps([text, xla.runtime_started()]))"
     )
     env = {"PJRT_DEVICE": "TPU", "TPU_ACCELERATOR_TYPE": "v5e-1"}

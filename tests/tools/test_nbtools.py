@@ -1,4 +1,4 @@
-"""utils.nbtools: metadata stripping, the one-place repository name, notebook conventions."""
+"""utils.tools.nbtools: metadata stripping, the one-place repository name, notebook conventions."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from utils import COURSE_REPO, nbtools
+from utils import COURSE_REPO
+from utils.tools import nbtools
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 
 
@@ -69,3 +70,28 @@ def test_notebook_follows_course_conventions(path):
     assert not any(o["output_type"] == "error" for c in code for o in c["outputs"])
     assert "papermill" not in nb["metadata"]
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_committed_notebooks_store_sources_as_lists_of_lines() -> None:
+    """A one-string source turns every one-line edit into a whole-cell diff."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for i, cell in enumerate(nb["cells"]):
+            source = cell["source"]
+            assert isinstance(source, list), f"{path.name} cell {i}: source is one string"
+            assert all(line.count("\n") <= 1 for line in source), f"{path.name} cell {i}"
+
+
+def test_canonical_splits_one_string_sources() -> None:
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": "a = 1\nb = 2\n",
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "x\ny\n"}],
+            }
+        ]
+    }
+    out = nbtools.canonical(nb)
+    assert out["cells"][0]["source"] == ["a = 1\n", "b = 2\n"]
+    assert out["cells"][0]["outputs"][0]["text"] == ["x\n", "y\n"]

@@ -1,4 +1,4 @@
-"""The tf.data benchmark of notebook 05 and ``make bench``: one workload, many pipelines (TF).
+"""The tf.data benchmark of notebook 07 and ``make bench``: one workload, many pipelines (TF).
 
 The workload (:func:`make_workload`) is honest about what it simulates:
 
@@ -20,7 +20,7 @@ optimized pipeline of the tf.data performance guide (https://www.tensorflow.org/
 "Best practice summary": interleave -> batch -> parallel map -> cache -> map -> prefetch);
 :func:`tuned_pipeline` is the course's. :func:`measure` times a pipeline over a few epochs.
 
-Run ``python -m utils.bench_pipelines`` (``make bench``) for the table on this machine.
+Run ``python -m utils.tf.input_bench`` (``make bench``) for the table on this machine.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from utils import tfrecords
 from utils.fresh_process import run_python
+from utils.tf import tfrecords
 from utils.timeline import Timeline, timed
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -588,12 +588,12 @@ def cache_growth_bytes(placement: str, n: int, *, seed: int = 0) -> int:
     """Resident-memory growth of filling a ``cache()`` placed before or after the seed's map.
 
     ``placement``: ``"before"`` caches the ``uint8`` 32x32 source, ``"after"`` the 224x224
-    float32 output of :func:`utils.pipelines.seed_preprocess`. Meaningful in a fresh process
+    float32 output of :func:`utils.tf.pipelines.seed_preprocess`. Meaningful in a fresh process
     only (:func:`cache_growth_in_subprocess`): a long-running one first reuses memory it freed.
     """
     import psutil
 
-    from utils import pipelines
+    from utils.tf import pipelines
 
     rng = np.random.default_rng(seed)
     images = rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
@@ -621,7 +621,7 @@ def cache_growth_in_subprocess(placement: str, n: int) -> int:
     :class:`utils.fresh_process.FreshProcessError` with the tail of its output.
     """
     done = run_python(
-        ["-m", "utils.bench_pipelines", "--cache-growth", placement, str(n)],
+        ["-m", "utils.tf.input_bench", "--cache-growth", placement, str(n)],
         env={"CUDA_VISIBLE_DEVICES": ""},  # host memory is the question; leave any GPU alone
     )
     return int(done.stdout.strip().splitlines()[-1])

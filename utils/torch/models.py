@@ -1,12 +1,12 @@
 """The seed's CIFAR-10 CNN in PyTorch (imports torch, not torch_xla).
 
-The same layers as the Keras model in :mod:`utils.models` (the seed's ``Sequential``):
+The same layers as the Keras model in :mod:`utils.keras.models` (the seed's ``Sequential``):
 Conv 32 3x3 ReLU, MaxPool 2, Conv 64 3x3 ReLU, MaxPool 2, Conv 64 3x3 ReLU, Flatten,
 Linear 64 ReLU, Linear 10 (logits). 122,570 parameters, like the Keras one. PyTorch puts
 channels first, so the model takes ``(batch, 3, 32, 32)`` float images.
 
 Plain PyTorch on purpose: the same module runs eagerly on the CPU and, moved with
-``model.to(torch_xla.device())``, lazily on an XLA device. That is how notebook 04 compares them.
+``model.to(torch_xla.device())``, lazily on an XLA device. That is how notebook 06 compares them.
 """
 
 from __future__ import annotations

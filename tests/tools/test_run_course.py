@@ -1,4 +1,4 @@
-"""Tests for utils.run_course on tiny fixture notebooks (not the course's).
+"""Tests for utils.tools.run_course on tiny fixture notebooks (not the course's).
 
 The fixtures use the ``python3`` kernel, which ipykernel provides for the Python running pytest.
 """
@@ -13,10 +13,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from utils import results, run_course
+from utils import results
+from utils.tools import run_course
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = Path(__file__).parent / "fixtures" / "notebooks"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = Path(__file__).parents[1] / "fixtures" / "notebooks"
 
 
 def test_find_notebooks_in_order_and_by_prefix_or_path() -> None:
@@ -58,7 +59,7 @@ def test_parse_parameters_rejects(args: list[str], message: str) -> None:
 
 def test_failing_notebook_is_reported_and_the_rest_still_runs(tmp_path: Path) -> None:
     out_dir = tmp_path / "build"
-    cmd = [sys.executable, "-m", "utils.run_course", "--kernel", "python3"]
+    cmd = [sys.executable, "-m", "utils.tools.run_course", "--kernel", "python3"]
     cmd += ["--notebooks-dir", str(NOTEBOOKS), "--out-dir", str(out_dir)]
     cmd += ["--results-dir", str(tmp_path / "results")]
     cmd += ["--", "-p", "REPEAT", "2", "-r", "GREETING", "42"]

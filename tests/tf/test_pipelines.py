@@ -1,4 +1,4 @@
-"""Tests for utils.pipelines: shapes, dtypes, value range, and exactly-once epochs."""
+"""Tests for utils.tf.pipelines: shapes, dtypes, value range, and exactly-once epochs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from utils import pipelines  # noqa: E402
+from utils.tf import pipelines  # noqa: E402
 
 N = 300  # not a multiple of the batch size, so the last partial batch matters
 BATCH = 64

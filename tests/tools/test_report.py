@@ -1,4 +1,4 @@
-"""Tests for utils.report: merging results of several machines into one comparison."""
+"""Tests for utils.tools.report: merging results of several machines into one comparison."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from utils import report
+from utils.tools import report
 
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
 CPU = "cpu: Intel Xeon Processor x 2"
 TPU = "tpu: v5e-1"
 

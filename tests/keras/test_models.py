@@ -1,11 +1,11 @@
-"""Tests for utils.models: the seed's CNN, layer for layer."""
+"""Tests for utils.keras.models: the seed's CNN, layer for layer."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 
-from utils import models
+from utils.keras import models
 
 
 def test_seed_cnn_matches_the_seed():

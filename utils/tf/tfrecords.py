@@ -79,7 +79,7 @@ class ShardError(RuntimeError):
 
 def _remedy(path: str) -> str:
     return (
-        f"Re-create it (utils.tfrecords.write_shards) or copy it again from the source, "
+        f"Re-create it (utils.tf.tfrecords.write_shards) or copy it again from the source, "
         f"or delete {os.path.basename(path)} and its line in {MANIFEST} to train without it."
     )
 
@@ -271,7 +271,7 @@ def load_manifest(data_dir: str | os.PathLike[str]) -> Manifest:
     if not tf.io.gfile.exists(path):
         raise ShardError(
             f"{path} not found: the shards in {root} were not written completely by "
-            "utils.tfrecords.write_shards (it writes the manifest last). Write them again."
+            "utils.tf.tfrecords.write_shards (it writes the manifest last). Write them again."
         )
     with tf.io.gfile.GFile(path) as fh:
         manifest = Manifest(json.load(fh))

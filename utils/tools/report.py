@@ -1,6 +1,6 @@
 """Put the results of one or several machines side by side: a Markdown report with PNG charts.
 
-``make report`` runs ``python -m utils.report build/results results --out build/report.md``:
+``make report`` runs ``python -m utils.tools.report build/results results --out build/report.md``:
 it reads every ``*.json`` results file (:mod:`utils.results`) under the given folders (the local
 run's ``build/results`` and copies brought back from other machines under ``results/``), groups
 them by machine label (``"cpu: ..."``, ``"gpu: ..."``, ``"tpu: v5e-1"``) and writes, per notebook,
@@ -388,7 +388,7 @@ def write_report(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: 0 on success, 1 if nothing usable was found (or, with --strict, rejects)."""
     parser = argparse.ArgumentParser(
-        prog="python -m utils.report",
+        prog="python -m utils.tools.report",
         description="Merge results files from one or several machines into a Markdown report.",
     )
     parser.add_argument("sources", nargs="+", type=Path, help="folders or files of results")

@@ -1,4 +1,4 @@
-"""Tests for utils.training: epoch timing, sharded input, the custom loop, 1 vs N replicas.
+"""Tests for utils.tf.training: epoch timing, sharded input, the custom loop, 1 vs N replicas.
 
 Virtual CPU devices must be configured before TensorFlow initialises, which another test in the
 same session may already have done, so the multi-replica checks run in one fresh process
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from utils import models, training
 from utils.fresh_process import run_python_json
+from utils.keras import models
+from utils.tf import training
 
 
 def test_epoch_timing_separates_first_epoch():
@@ -91,7 +92,8 @@ REPLICA_SCRIPT = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
     import keras
-    from utils import models, training
+    from utils.keras import models
+    from utils.tf import training
 
     rng = np.random.default_rng(0)
     x = rng.random((64, 32, 32, 3), dtype=np.float32)

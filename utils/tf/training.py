@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from utils.pipelines import make_dataset
+from utils.tf.pipelines import make_dataset
 
 # --------------------------------------------------------------------------------------------
 # Timing model.fit

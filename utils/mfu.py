@@ -1,0 +1,93 @@
+"""Model FLOPs utilisation (MFU): how much of a chip's peak a training run turns into model math.
+
+``MFU = model FLOPs per step / step time / peak FLOP/s``. Framework-free, one vocabulary for
+every notebook that trains:
+
+- :func:`training_flops`: FLOPs of one training step from the per-layer forward costs of
+  :mod:`utils.flops`: forward, plus backward = the gradient with respect to the weights (as many
+  FLOPs as the forward pass) and with respect to the inputs (as many again), except for the first
+  layer, whose input gradient nobody needs. That is *not* a bare "x3": the first layer counts 2x.
+- :data:`PUBLISHED_PEAK_TFLOPS`: per-chip dense bf16 peaks from Google's Cloud TPU pages.
+- :func:`peak_flops`: the peak to divide by: a TPU's published figure x chips, or on a CPU the
+  matmul rate measured *in the same run* at the same dtype (pass it in).
+- :func:`mfu`: the ratio, checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from utils.flops import LayerCost
+
+__all__ = ["PUBLISHED_PEAK_TFLOPS", "mfu", "peak_flops", "training_flops"]
+
+PUBLISHED_PEAK_TFLOPS: dict[str, float] = {
+    "v2": 45.0,
+    "v3": 123.0,
+    "v4": 275.0,
+    "v5e": 197.0,
+    "v5p": 459.0,
+    "v6e": 918.0,
+    "tpu7x": 2307.0,
+}
+"""Dense bf16 TFLOP/s per chip (Cloud TPU system architecture pages, checked 2026-11)."""
+
+_BACKWARD_LAYERS = ("conv", "dense", "matmul")
+
+
+def training_flops(layers: Sequence[LayerCost]) -> int:
+    """FLOPs of one training step (forward + backward) for layers costed for one batch.
+
+    Layers with weights (conv, dense, matmul: their ``matmul`` shape is set) cost forward
+    ``F``, weight gradient ``F`` and input gradient ``F`` (the input gradient is skipped for the
+    first layer). Layers without weights (pooling, element-wise) cost their forward work again
+    for the backward pass. Optimizer updates are a few FLOPs per parameter and are left out, as
+    MFU conventions do.
+    """
+    total = 0
+    for i, layer in enumerate(layers):
+        if layer.matmul is not None:
+            total += layer.flops * (2 if i == 0 else 3)
+        else:
+            total += layer.flops * 2
+    return total
+
+
+def peak_flops(
+    *, tpu_generation: str | None = None, chips: int = 1, measured_flops: float | None = None
+) -> float:
+    """The peak FLOP/s that MFU divides by.
+
+    On a TPU: ``PUBLISHED_PEAK_TFLOPS[tpu_generation] x chips``. Anywhere else pass the matmul
+    rate measured in the same run (``measured_flops``, FLOP/s) at the dtype you train in.
+
+    Raises:
+        ValueError: neither given, an unknown generation, or a count/rate that is not positive.
+    """
+    if tpu_generation is not None:
+        key = tpu_generation.lower()
+        if key not in PUBLISHED_PEAK_TFLOPS:
+            known = ", ".join(PUBLISHED_PEAK_TFLOPS)
+            raise ValueError(f"no published peak for TPU {tpu_generation!r}; known: {known}")
+        if chips < 1:
+            raise ValueError(f"chips must be >= 1, got {chips}")
+        return PUBLISHED_PEAK_TFLOPS[key] * 1e12 * chips
+    if measured_flops is None:
+        raise ValueError("pass tpu_generation= on a TPU, or measured_flops= (same run) elsewhere")
+    if not measured_flops > 0:
+        raise ValueError(f"measured_flops must be > 0, got {measured_flops!r}")
+    return float(measured_flops)
+
+
+def mfu(flops_per_step: float, step_time_s: float, peak: float) -> float:
+    """Model FLOPs utilisation, a fraction (0.42 = 42 %).
+
+    Raises:
+        ValueError: a step time or peak that is not positive, or negative FLOPs.
+    """
+    if not step_time_s > 0 or not peak > 0 or flops_per_step < 0:
+        raise ValueError(
+            f"need flops_per_step >= 0, step_time_s > 0, peak > 0; got {flops_per_step!r}, "
+            f"{step_time_s!r}, {peak!r}"
+        )
+    return flops_per_step / step_time_s / peak

@@ -1,0 +1,13 @@
+"""TensorFlow's part of the course. **Importing any module here imports TensorFlow.**
+
+On a TPU VM the first framework imported owns the TPU, so a notebook imports from one stack's
+subpackage only (``utils.tf``, ``utils.torch`` or ``utils.jax``), and the framework-free core
+(``utils.runtime``, ``utils.data``, ...) from anywhere.
+
+- ``tpu_connect``: connect to a TPU (``TPUClusterResolver``) with errors that say what to do.
+- ``strategies``: pick a ``tf.distribute`` strategy, compile arguments for it.
+- ``pipelines``: ``tf.data`` input pipelines over in-memory arrays.
+- ``tfrecords``: sharded TFRecord files, written atomically, read back fast.
+- ``training``: epoch timing, the replicated custom training loop, per-replica views.
+- ``input_bench``: the ``tf.data`` performance lab's workload, ladder and measurements.
+"""
