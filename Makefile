@@ -9,6 +9,9 @@ KERNEL  := tpu-course
 # One notebook alone: `make run NB=04` (a prefix or a path). Parameters: `make run PARAMS="-p EPOCHS 2"`.
 NB      ?=
 PARAMS  ?=
+# `make run` stops a notebook whose cell runs longer than TIMEOUT seconds (0: no limit) and reports
+# it as failed; the others still run. Generous: the longest cell takes minutes on a 2-core CPU.
+TIMEOUT ?= 1800
 
 # Quiet, reproducible notebook runs (inherited by papermill's and nbval's kernels).
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -23,7 +26,8 @@ test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 .PHONY: help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
 
 help:
-	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override)"
+	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
+	@echo "              TIMEOUT=1800 seconds per cell by default, 0 for none)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
@@ -47,7 +51,7 @@ $(STAMP): requirements.txt
 	@echo "Environment ready in $(VENV) (kernel '$(KERNEL)')."
 
 run: $(STAMP)
-	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) $(if $(NB),--only $(NB)) -- $(PARAMS)
+	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
 test: test-unit test-notebooks
 
