@@ -23,7 +23,7 @@ def _course_copy(tmp_path: Path, venv_version: str | None, python_runs: bool = T
     if venv_version is not None:
         (tmp_path / ".venv" / "bin").mkdir(parents=True)
         (tmp_path / ".venv" / "pyvenv.cfg").write_text(
-            f"home = /somewhere/bin\ninclude-system-site-packages = false\nversion = {venv_version}\n"
+            f"home = /somewhere/bin\nversion = {venv_version}\n"
         )
         if python_runs:
             (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
