@@ -284,6 +284,7 @@ def test_unknown_parameter_name_is_an_error_naming_the_parameters(
     assert run_course.main([*base, "--", "-p", "REPEATS", "2"]) == 2
     err = capsys.readouterr().err
     assert "unknown parameter REPEATS: no selected notebook declares it" in err
+    assert "Did you mean: REPEATS -> REPEAT?" in err
     assert "01_passes: GREETING, REPEAT; 02_fails: (no parameters)" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists()  # nothing ran

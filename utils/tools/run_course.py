@@ -37,6 +37,7 @@ Framework-free: the notebooks run in their own kernels.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -172,9 +173,17 @@ def check_parameter_names(
             for nb, names in declared.items()
         )
         names = ", ".join(unknown)
+        known = sorted({n for d in declared.values() for n in d})
+        hints = [
+            f"{name} -> {close[0]}"
+            for name in unknown
+            if (close := difflib.get_close_matches(name, known, n=1, cutoff=0.7))
+        ]
+        hint = f" Did you mean: {', '.join(hints)}?" if hints else ""
         return {}, (
             f"unknown parameter{'s' if len(unknown) > 1 else ''} {names}: no selected notebook "
-            f"declares {'them' if len(unknown) > 1 else 'it'}. Parameters per notebook: {listing}"
+            f"declares {'them' if len(unknown) > 1 else 'it'}.{hint} Parameters per notebook: "
+            f"{listing}"
         )
     return {nb: {k: v for k, v in parameters.items() if k in d} for nb, d in declared.items()}, None
 
