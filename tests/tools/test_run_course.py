@@ -237,7 +237,12 @@ def test_make_run_passes_the_timeout() -> None:
         run_course.build_parser().parse_args(["--timeout", "-1"])
 
 
-def test_ctrl_c_marks_the_executed_copy_interrupted(tmp_path: Path, kernel_pids: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("signum", "how"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")]
+)
+def test_ctrl_c_marks_the_executed_copy_interrupted(
+    tmp_path: Path, kernel_pids: list[int], signum: int, how: str
+) -> None:
     """Before: the executed copy claimed completion (no exception, 0.0 s in the summary)."""
     nbs = tmp_path / "nbs"
     marker = tmp_path / "kernel.pid"
@@ -259,20 +264,20 @@ def test_ctrl_c_marks_the_executed_copy_interrupted(tmp_path: Path, kernel_pids:
         assert marker.exists(), "the notebook never started"
         kernel_pids.append(int(marker.read_text()))
         time.sleep(1.0)  # let the kernel enter the sleeping cell
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     assert proc.returncode == 130, out + err
-    assert "INTERRUPTED  interrupted (Ctrl-C) during cell 3" in out
+    assert f"INTERRUPTED  interrupted ({how}) during cell 3" in out
     assert "Not run: 02_never" in out
-    assert "0 ok, 0 failed, 1 interrupted (Ctrl-C)" in out
+    assert "0 ok, 0 failed, 1 interrupted: the run stopped" in out
     executed = nbformat.read(tmp_path / "build" / "01_slow.ipynb", as_version=4)
     assert executed.metadata.papermill.status == "interrupted"
     assert executed.metadata.papermill.exception is True
-    assert executed.cells[0].source.startswith("**INTERRUPTED: interrupted (Ctrl-C)")
+    assert executed.cells[0].source.startswith(f"**INTERRUPTED: interrupted ({how})")
     assert not (tmp_path / "build" / "02_never.ipynb").exists()
 
 

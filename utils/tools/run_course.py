@@ -40,6 +40,7 @@ import argparse
 import difflib
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -149,6 +150,32 @@ def parse_parameters(args: Sequence[str]) -> dict[str, Any]:
     for name, value in ns.parameters_raw:
         params[name] = value
     return params
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (a CI cancel, ``timeout``, ``kill``), handled like Ctrl-C: ``args[0]`` names it."""
+
+
+def _how(exc: KeyboardInterrupt) -> str:
+    return exc.args[0] if isinstance(exc, Stopped) and exc.args else "Ctrl-C"
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Stopped` (main thread only; else no change)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Stopped("SIGTERM")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def notebook_parameters(notebook: Path) -> dict[str, Any]:
@@ -337,11 +364,11 @@ def run_notebook(
                 cwd=str(cwd),
                 **extra,
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         seconds = time.perf_counter() - start
         cell = _last_started_cell(executed)
         where = f"during {cell}" if cell else "before the first cell"
-        message = f"interrupted (Ctrl-C) {where} after {_fmt_seconds(seconds)}"
+        message = f"interrupted ({_how(exc)}) {where} after {_fmt_seconds(seconds)}"
         mark_unfinished(executed, "interrupted", f"{message}; later cells never ran")
         return Outcome(notebook.stem, seconds, False, message, interrupted=True)
     except CellTimeoutError:
@@ -372,7 +399,7 @@ def summary_table(outcomes: Sequence[Outcome]) -> str:
     ok = len(outcomes) - failed - interrupted
     total = _fmt_seconds(sum(o.seconds for o in outcomes))
     noun = "notebook" if len(outcomes) == 1 else "notebooks"
-    stopped = f", {interrupted} interrupted (Ctrl-C): the run stopped" if interrupted else ""
+    stopped = f", {interrupted} interrupted: the run stopped" if interrupted else ""
     lines.append(f"{len(outcomes)} {noun}: {ok} ok, {failed} failed{stopped}, {total}")
     return "\n".join(lines)
 
@@ -433,7 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the course: 0 if every notebook passed, 1 if any failed, 2 on usage errors, 130 on ^C."""
+    """Run the course: 0 if every notebook passed, 1 if any failed, 2 on usage errors, 130 on ^C
+    or SIGTERM (the running notebook is reported and marked interrupted)."""
+    with sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, pm_args = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
@@ -507,9 +540,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timeout=args.timeout,
                 log=None if args.show_kernel_log else out_dir / f"{nb.stem}.log",
             )
-        except KeyboardInterrupt:  # a second Ctrl-C while papermill was cleaning up
-            outcome = Outcome(nb.stem, 0.0, False, "interrupted (Ctrl-C)", interrupted=True)
-            mark_unfinished(out_dir / nb.name, "interrupted", "interrupted (Ctrl-C)")
+        except KeyboardInterrupt as exc:  # a second Ctrl-C while papermill was cleaning up
+            message = f"interrupted ({_how(exc)})"
+            outcome = Outcome(nb.stem, 0.0, False, message, interrupted=True)
+            mark_unfinished(out_dir / nb.name, "interrupted", message)
         if not outcome.ok:
             result_file.unlink(missing_ok=True)  # only complete runs leave numbers
         progress = f"[{i}/{len(notebooks)}] {nb.stem:<{width}}  {_fmt_seconds(outcome.seconds):>10}"
