@@ -53,7 +53,11 @@ def test_parse_parameters_like_papermill(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--epochs", "2"], "unknown parameter arguments"), (["-y", "[1, 2]"], "not a YAML mapping")],
+    [
+        (["--epochs", "2"], "unknown parameter arguments"),
+        (["-y", "[1, 2]"], "not a YAML mapping"),
+        (["-p", "EPOCHS"], "expected 2 arguments"),
+    ],
 )
 def test_parse_parameters_rejects(args: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):

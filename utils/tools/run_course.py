@@ -111,6 +111,10 @@ def _resolve_type(value: str) -> Any:
     return value
 
 
+def _raise_value_error(message: str) -> None:
+    raise ValueError(f"{message} (e.g. -p EPOCHS 2, -r NAME text, -f params.yaml, -y 'A: 1')")
+
+
 def parse_parameters(args: Sequence[str]) -> dict[str, Any]:
     """Papermill-style parameter arguments -> dict, in papermill's order of precedence.
 
@@ -124,6 +128,7 @@ def parse_parameters(args: Sequence[str]) -> dict[str, Any]:
     parser.add_argument("-r", "--parameters_raw", nargs=2, action="append", default=[])
     parser.add_argument("-f", "--parameters_file", action="append", default=[])
     parser.add_argument("-y", "--parameters_yaml", action="append", default=[])
+    parser.error = _raise_value_error  # type: ignore[method-assign]  # one line, not usage+exit
     ns, unknown = parser.parse_known_args(list(args))
     if unknown:
         raise ValueError(f"unknown parameter arguments {unknown} (use -p, -r, -f or -y)")
