@@ -52,9 +52,13 @@ def _text(source: object) -> str:
 
 def is_compared(cell: dict) -> bool:
     """Whether nbval compares this code cell's outputs."""
-    lines = _text(cell.get("source")).lstrip().splitlines()
-    first = lines[0] if lines else ""
-    if any(marker in first for marker in IGNORE_MARKERS):
+    # nbval honours a marker on any comment line of the cell (e.g. after a "# @title" line).
+    comments = [
+        line.strip().lstrip("#").strip()
+        for line in _text(cell.get("source")).splitlines()
+        if line.strip().startswith("#")
+    ]
+    if any(comment in IGNORE_MARKERS for comment in comments):
         return False
     tags = set(cell.get("metadata", {}).get("tags", []))
     return not (tags & IGNORE_TAGS)
@@ -161,6 +165,8 @@ def test_checker_flags_compared_outputs_and_spares_ignored_ones():
     assert machine_words_in(named, model, flags)
     ignored = _nb("# NBVAL_IGNORE_OUTPUT\nprint(features)", "amx_bf16 avx512_bf16\n")
     assert machine_words_in(ignored, model, flags) == []
+    titled = _nb("# @title Course check: x\n# NBVAL_IGNORE_OUTPUT\nprint(f)", "amx_bf16\n")
+    assert machine_words_in(titled, model, flags) == []
     tagged = _nb("print(features)", "amx_bf16\n", tags=("nbval-skip",))
     assert machine_words_in(tagged, model, flags) == []
     # A flag name as part of a longer word is not a match; "avx2" is common to all, not checked.
