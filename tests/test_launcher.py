@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -239,3 +240,48 @@ def test_kill_during_write_never_leaves_a_complete_looking_checkpoint(tmp_path):
     assert any(n.startswith(".tmp-ckpt-") for n in names), names
     step, arrays = launcher.latest_checkpoint(tmp_path)
     assert step == 1 and arrays["w"].sum() == 0
+
+
+# ----------------------------------------------------------------------------- TF_CONFIG
+
+
+def test_tf_config_round_trip():
+    cfg = json.loads(launcher.tf_config([2222, 3333], 1))
+    assert cfg == {
+        "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:3333"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert launcher.parse_tf_config(json.dumps(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    ("cfg", "field"),
+    [
+        (None, "TF_CONFIG is not set"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ({"task": {"type": "worker", "index": 0}}, '"cluster"'),
+        ({"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}, '"cluster.worker"'),
+        ({"cluster": {"worker": ["127.0.0.1"]}, "task": {}}, '"cluster.worker[0]"'),
+        ({"cluster": {"worker": ["10.1.2.3:80"]}, "task": {}}, '"cluster.worker[0]"'),
+        ({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:1"]}}, "lists an address twice"),
+        ({"cluster": {"worker": ["127.0.0.1:1"]}}, '"task"'),
+        (
+            {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "chief", "index": 0}},
+            '"task.type"',
+        ),
+        (
+            {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 1}},
+            '"task.index" is 1',
+        ),
+        (
+            {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": "0"}},
+            '"task.index"',
+        ),
+    ],
+)
+def test_malformed_tf_config_names_the_field(cfg, field):
+    text = cfg if cfg is None or isinstance(cfg, str) else json.dumps(cfg)
+    with pytest.raises(LaunchError) as err:
+        launcher.parse_tf_config(text)
+    assert field in str(err.value)

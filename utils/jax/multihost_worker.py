@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+# The rehearsal runs on CPU devices: delete these lines on a real TPU host.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 DEVICES = int(os.environ.get("SIMULATED_DEVICES", "4"))  # before JAX starts: it fixes the count
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
