@@ -98,3 +98,17 @@ def test_notebook_shows_the_worker_it_runs():
     ]
     assert written, "no %%writefile cell for the JAX worker in notebook 08"
     assert written[0].rstrip("\n") == source.rstrip("\n")
+
+
+def test_allreduce_timer_sums_across_processes(tmp_path):
+    result = launcher.launch(
+        ["-m", "utils.jax.multihost_allreduce", "--out", str(tmp_path), "--sizes", "16,1024"],
+        3,
+        timeout_s=180,
+        grace_s=1,
+    )
+    assert not [p for p in result.pids if launcher.pid_alive(p)]
+    assert result.ok, result.summary()  # each process asserts psum == 1 + 2 + 3
+    with np.load(tmp_path / "allreduce-3.npz") as f:
+        assert f["bytes"].tolist() == [64, 4096]
+        assert np.all(f["seconds_min"] <= f["seconds"]) and np.all(f["seconds_min"] > 0)

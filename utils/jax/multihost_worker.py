@@ -38,7 +38,7 @@ parser.add_argument("--out", type=Path, required=True)
 parser.add_argument("--ckpt-dir", type=Path)
 parser.add_argument("--ckpt-every", type=int, default=4)
 parser.add_argument("--die-at-step", type=int, default=-1)  # fault drill: the last rank dies
-parser.add_argument("--init-timeout", type=int, default=60)  # seconds to wait for all peers
+parser.add_argument("--init-timeout", type=int, default=120)  # seconds to wait for all peers
 
 
 def main(args):
