@@ -112,3 +112,15 @@ def test_allreduce_timer_sums_across_processes(tmp_path):
     with np.load(tmp_path / "allreduce-3.npz") as f:
         assert f["bytes"].tolist() == [64, 4096]
         assert np.all(f["seconds_min"] <= f["seconds"]) and np.all(f["seconds_min"] > 0)
+
+
+def test_keras_two_processes_agree_with_one(tmp_path):
+    pytest.importorskip("keras")
+    cmd = ["-m", "utils.jax.multihost_keras", "--steps", "4"]
+    multi = _run([[*cmd, "--out", str(tmp_path / "m")]] * 2, 2)
+    one = _run([[*cmd, "--out", str(tmp_path / "o")]], 1, env={"SIMULATED_DEVICES": "8"})
+    assert multi.ok and one.ok, multi.summary() + one.summary()
+    k0, k1 = (np.load(tmp_path / "m" / f"keras-{r}.npz") for r in (0, 1))
+    ref = np.load(tmp_path / "o" / "keras-0.npz")
+    np.testing.assert_array_equal(k0["weights"], k1["weights"])
+    np.testing.assert_allclose(k0["weights"], ref["weights"], rtol=1e-4, atol=1e-6)
