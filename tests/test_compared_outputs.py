@@ -35,7 +35,8 @@ def _outputs(cell: dict) -> str:
 
 def _machine_words() -> list[str]:
     rt = runtime.detect()
-    words = [f for f in runtime.NOTABLE_CPU_FLAGS if len(f) > 4]  # "avx", "fma", "bf16" are too generic
+    # "avx", "fma", "bf16" are too generic to search for in text
+    words = [f for f in runtime.NOTABLE_CPU_FLAGS if len(f) > 4]
     if rt.cpu_model and rt.cpu_model.strip():
         words.append(rt.cpu_model.strip())
     return words
