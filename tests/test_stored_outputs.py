@@ -28,7 +28,7 @@ FLAG_PATTERN = re.compile(r"^(avx512\w*|amx\w*|avx_vnni\w*)$")
 KNOWN_VARIABLE_FLAGS = frozenset(
     {"amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni"}
 )
-NOISE = ("cuInit", "oneDNN custom operations")
+NOISE = ("cuInit", "oneDNN custom operations", "absl::InitializeLog")
 IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
 IGNORE_TAGS = {"nbval-ignore-output", "nbval-skip"}
 

@@ -441,13 +441,3 @@ def test_install_advice_takes_libtpu_from_pypi():
     assert "pip install tensorflow-tpu==" in err.fix
     assert "-f " not in err.fix and "libtpu-tf-releases" not in err.fix
     assert "5228" not in err.fix
-
-
-def test_quiet_native_stderr_holds_back_fd2_and_replays_it_on_error(capfd):
-    with tpu_connect.quiet_native_stderr():
-        os.write(2, b"native noise\n")
-    assert "native noise" not in capfd.readouterr().err
-    with pytest.raises(ZeroDivisionError), tpu_connect.quiet_native_stderr():
-        os.write(2, b"diagnostics\n")
-        1 / 0  # noqa: B018
-    assert "diagnostics" in capfd.readouterr().err

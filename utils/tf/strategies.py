@@ -18,7 +18,7 @@ from typing import Any
 
 from utils import runtime as runtime_mod
 
-# tpu_connect imports TensorFlow with its C++ start-up lines held back (quiet_native_stderr).
+# tpu_connect imports TensorFlow with its C++ start-up banners dropped (utils.native_logs).
 from utils.tf.tpu_connect import TPUConnectionError, connect_tpu, tf
 
 __all__ = [

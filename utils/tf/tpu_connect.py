@@ -24,54 +24,23 @@ Choosing a ``tf.distribute`` strategy is :mod:`utils.tf.strategies`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from utils import bootstrap, tpu_address
+from utils import bootstrap, native_logs, tpu_address
 from utils import runtime as runtime_mod
 from utils.tpu_address import DEFAULT_TPU_PORT
 
-
-@contextlib.contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """Hold back what C++ code writes to file descriptor 2 while the block runs.
-
-    TensorFlow's start-up lines are written before its logging reads ``TF_CPP_MIN_LOG_LEVEL``
-    (the oneDNN banner, twice, and on a CUDA build without a GPU ``failed call to cuInit``), so
-    that variable cannot silence them. Python exceptions are not affected; if the block raises,
-    the held-back text is written out after all, so a real failure keeps its diagnostics.
-    """
-    try:
-        saved = os.dup(2)
-    except OSError:  # no file descriptor 2 (some embedded interpreters)
-        yield
-        return
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            os.write(2, held.read())
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-with quiet_native_stderr():
+with native_logs.filtered_stderr():  # the oneDNN banner and cuInit line, not errors
     import tensorflow as tf
 
     tf.config.list_physical_devices()  # device discovery: where the cuInit line is written
@@ -94,7 +63,6 @@ __all__ = [
     "load_options",
     "parse_tpu_address",
     "probe_in_child",
-    "quiet_native_stderr",
     "resolve_target",
     "save_options",
 ]
