@@ -106,6 +106,10 @@ def configure(
             "imported yet, so this takes effect)."
         )
     env["KERAS_BACKEND"] = backend
+    # Keras imports TensorFlow, when it is installed, even on the JAX backend (model.save calls
+    # serialize_keras_object, which asks `tf.available`); TF's import then prints a oneDNN banner
+    # to stderr. This kernel computes nothing with TF, so its oneDNN kernels are off.
+    env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
     flags = env.get("XLA_FLAGS", "")
     cleaned = _DEVICE_FLAG_RE.sub("", flags).split()

@@ -35,6 +35,7 @@ def test_configure_sets_backend_and_device_flag_keeping_other_flags() -> None:
     notes = keras_jax.configure(8, env=env, modules={})
     assert notes == []
     assert env["KERAS_BACKEND"] == "jax"
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"  # no oneDNN banner if Keras imports TF to save
     assert env["XLA_FLAGS"].split() == [
         "--xla_dump_to=/tmp/x",
         "--xla_force_host_platform_device_count=8",
