@@ -18,7 +18,6 @@ def test_tensorflow_on_a_tpu_vm_installs_tensorflow_tpu_from_pypi_alone():
     # tensorflow-tpu 2.20 takes libtpu from PyPI: no -f libtpu-tf-releases index any more.
     plan = bootstrap.install_plan(fake_runtime("tpu", "colab"), ["tensorflow"], versions={})
     assert plan == [[f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"]]
-    assert bootstrap.LIBTPU_TF_INDEX is None  # name kept for utils/tf/tpu_connect.py
 
 
 def test_tensorflow_elsewhere_installs_plain_tensorflow():

@@ -38,10 +38,6 @@ QUIET_ENV: Mapping[str, str] = {
 # Versions the course is tested with (requirements.txt pins the same for the CPU machine).
 TENSORFLOW_VERSION = "2.21.0"
 TENSORFLOW_TPU_VERSION = "2.20.0"  # newest tensorflow-tpu on PyPI; it trails tensorflow
-# tensorflow-tpu 2.20 takes libtpu from PyPI (its metadata asks for libtpu~=0.0.14), so the old
-# `-f https://storage.googleapis.com/libtpu-tf-releases/index.html` index is no longer needed.
-# Kept (as None) because utils/tf/tpu_connect.py still refers to the name.
-LIBTPU_TF_INDEX: str | None = None
 TF_TPU_RISK = (
     "Installing tensorflow-tpu puts TensorFlow's TPU runtime next to this image's libtpu; "
     'Colab\'s maintainers warn it "may break functionality in the other frameworks" '
@@ -312,9 +308,9 @@ def prepare(
                     else ". "
                 )  # fmt: skip
                 + "Keras 3 + JAX runs on this TPU with nothing to install: notebook 02. To use "
-                "TensorFlow here anyway, run the set-up cell with "
-                "bootstrap.prepare(..., install_tensorflow_tpu=True) (e.g. the notebook's "
-                f"INSTALL_TENSORFLOW_TPU parameter). {TF_TPU_RISK}"
+                "TensorFlow here anyway, set INSTALL_TENSORFLOW_TPU = True in the set-up cell "
+                "(bootstrap.prepare(..., install_tensorflow_tpu=True)) and run it again. "
+                + TF_TPU_RISK
             )
         if allow_install is False:
             raise ModuleNotFoundError(
