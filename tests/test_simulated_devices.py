@@ -9,7 +9,7 @@ from utils import simulated_devices as sd
 
 def test_request_sets_the_flag_and_keeps_other_flags() -> None:
     env = {"XLA_FLAGS": "--xla_dump_to=/x --xla_force_host_platform_device_count=2"}
-    flags = sd.request(8, env=env, modules={})
+    flags = sd.request(8, env=env, modules={}, patient=False)
     assert flags == "--xla_dump_to=/x --xla_force_host_platform_device_count=8"
     assert env["XLA_FLAGS"] == flags
     assert sd.requested_count(env) == 8
@@ -17,8 +17,26 @@ def test_request_sets_the_flag_and_keeps_other_flags() -> None:
 
 def test_request_on_an_empty_environment() -> None:
     env: dict[str, str] = {}
-    sd.request(4, env=env, modules={})
+    sd.request(4, env=env, modules={}, patient=False)
     assert env == {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+
+
+def test_patient_collectives_are_added_once_and_keep_user_values() -> None:
+    env = {"XLA_FLAGS": "--xla_cpu_collective_call_terminate_timeout_seconds=5"}
+    flags = sd.request(8, env=env, modules={}, patient=True).split()
+    assert "--xla_cpu_collective_call_terminate_timeout_seconds=5" in flags
+    assert sd.PATIENCE_FLAGS[0] in flags
+    assert len(flags) == 3
+    assert sd.request(8, env=env, modules={}, patient=True).split() == flags  # idempotent
+
+
+def test_patience_follows_the_installed_jaxlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {"jaxlib": "0.7.2"}
+    monkeypatch.setattr(sd.importlib.metadata, "version", lambda name: versions[name])
+    assert "collective" not in sd.request(8, env={}, modules={})
+    versions["jaxlib"] = "0.10.2"
+    assert sd.PATIENCE_FLAGS[1] in sd.request(8, env={}, modules={})
+    assert "collective" not in sd.request(1, env={}, modules={})  # one device: no collectives
 
 
 def test_jax_imported_first_is_refused_loudly() -> None:

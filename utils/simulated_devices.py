@@ -11,10 +11,19 @@ program would quietly run on one device. :func:`request` refuses that case loudl
 - :func:`per_device_batch`: the global batch split evenly over the devices, or a clear error.
 
 On a TPU nothing is simulated: use every chip JAX sees (the flag only affects the CPU platform).
+
+**Patient collectives.** Simulated devices are threads sharing the host's cores. When one device's
+thread reaches an all-reduce late, XLA's CPU runtime logs "may be stuck" after 20 s and *ends the
+process* 40 s later (``--xla_cpu_collective_call_warn_stuck_timeout_seconds`` and
+``--xla_cpu_collective_call_terminate_timeout_seconds``, defaults 20 and 40). On a shared 2-core
+machine eight simulated devices were seen 20 s late in one step, so :func:`request` also raises
+both limits (:data:`PATIENCE_FLAGS`) where the installed jaxlib is known to accept them (XLA aborts
+on a flag it does not know).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import sys
@@ -22,6 +31,7 @@ from collections.abc import Mapping, MutableMapping
 
 __all__ = [
     "FLAG",
+    "PATIENCE_FLAGS",
     "JaxAlreadyImported",
     "check_device_count",
     "per_device_batch",
@@ -31,6 +41,20 @@ __all__ = [
 
 FLAG = "--xla_force_host_platform_device_count"
 _FLAG_RE = re.compile(re.escape(FLAG) + r"=(\S*)")
+PATIENCE_FLAGS = (
+    "--xla_cpu_collective_call_warn_stuck_timeout_seconds=300",
+    "--xla_cpu_collective_call_terminate_timeout_seconds=900",
+)
+PATIENCE_MIN_JAXLIB = (0, 10)  # verified with jaxlib 0.10.2; older releases may not know them
+
+
+def _jaxlib_accepts_patience() -> bool:
+    try:
+        version = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    parts = re.findall(r"\d+", version)[:2]
+    return tuple(int(p) for p in parts) >= PATIENCE_MIN_JAXLIB
 
 
 class JaxAlreadyImported(RuntimeError):
@@ -56,10 +80,13 @@ def request(
     *,
     env: MutableMapping[str, str] | None = None,
     modules: Mapping[str, object] | None = None,
+    patient: bool | None = None,
 ) -> str:
     """Ask XLA for ``count`` CPU devices; returns the new ``XLA_FLAGS``.
 
     Safe to call again with the same count after JAX is imported (a re-run set-up cell).
+    ``patient`` adds :data:`PATIENCE_FLAGS` (default: when ``count > 1`` and the installed jaxlib
+    is known to accept them); flags already in ``XLA_FLAGS`` with the same name are kept.
 
     Raises:
         ValueError: ``count`` is not a positive integer.
@@ -81,8 +108,17 @@ def request(
             f"{count}. Restart the kernel (Colab: Runtime > Restart session) and run the "
             "notebook from the top: the set-up cells must run before anything imports jax."
         )
-    flags = _FLAG_RE.sub("", env.get("XLA_FLAGS", "")).split()
-    env["XLA_FLAGS"] = " ".join([*flags, f"{FLAG}={count}"])
+    existing = env.get("XLA_FLAGS", "")
+    if _FLAG_RE.search(existing):  # replace the count where it stands
+        flags = _FLAG_RE.sub(f"{FLAG}={count}", existing).split()
+    else:
+        flags = [*existing.split(), f"{FLAG}={count}"]
+    if patient is None:
+        patient = count > 1 and _jaxlib_accepts_patience()
+    if patient:
+        names = {f.split("=", 1)[0] for f in flags}
+        flags += [f for f in PATIENCE_FLAGS if f.split("=", 1)[0] not in names]
+    env["XLA_FLAGS"] = " ".join(flags)
     return env["XLA_FLAGS"]
 
 
