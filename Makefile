@@ -9,6 +9,9 @@ KERNEL  := tpu-course
 # One notebook alone: `make run NB=04` (a prefix or a path). Parameters: `make run PARAMS="-p EPOCHS 2"`.
 NB      ?=
 PARAMS  ?=
+# `make run` stops a notebook whose cell runs longer than TIMEOUT seconds (0: no limit) and reports
+# it as failed; the others still run. Generous: the longest cell takes minutes on a 2-core CPU.
+TIMEOUT ?= 1800
 
 # Quiet, reproducible notebook runs (inherited by papermill's and nbval's kernels).
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -20,10 +23,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
+.PHONY: check-venv help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
 
 help:
-	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override)"
+	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
+	@echo "              TIMEOUT=1800 seconds per cell by default, 0 for none)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
@@ -34,7 +38,18 @@ help:
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt
+# An existing .venv must have been built with a usable Python (checked on every make, ~20 ms).
+check-venv:
+	@if [ -f $(VENV)/pyvenv.cfg ]; then \
+	  v=$$(sed -n 's/^version[_a-z]* *= *\([0-9]*\.[0-9]*\).*/\1/p' $(VENV)/pyvenv.cfg | head -n 1); \
+	  case "$$v" in 3.10|3.11|3.12) ;; *) \
+	    echo "The existing $(VENV) was built with Python $${v:-of unknown version}; this course needs 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1;; \
+	  esac; \
+	  $(BIN)/python -c '' 2>/dev/null || { \
+	    echo "The existing $(VENV) is broken: $(BIN)/python does not run (was the Python it was built with removed?). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1; }; \
+	fi
+
+$(STAMP): requirements.txt | check-venv
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else \
 	    "This course needs Python 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels); $(PYTHON) is %d.%d. Run: make test PYTHON=python3.11" % v)'
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot create virtual environments: install python3-venv (e.g. apt install python3-venv)"; exit 1; }
@@ -47,7 +62,7 @@ $(STAMP): requirements.txt
 	@echo "Environment ready in $(VENV) (kernel '$(KERNEL)')."
 
 run: $(STAMP)
-	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) $(if $(NB),--only $(NB)) -- $(PARAMS)
+	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
 test: test-unit test-notebooks
 
