@@ -82,7 +82,7 @@ def test_per_device_batch() -> None:
     assert sd.per_device_batch(128, 1) == 128
     with pytest.raises(ValueError, match=r"global batch 100 .* 8 devices .* e\.g\. 96 or 104"):
         sd.per_device_batch(100, 8)
-    with pytest.raises(ValueError, match="e.g. 8 or 8"):
+    with pytest.raises(ValueError, match=r"e\.g\. 8\.$"):
         sd.per_device_batch(4, 8)
     with pytest.raises(ValueError):
         sd.per_device_batch(128, 0)

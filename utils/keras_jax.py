@@ -30,6 +30,8 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from utils import simulated_devices as simulated
+
 __all__ = [
     "KerasJaxSetupError",
     "check_batch",
@@ -40,7 +42,7 @@ __all__ = [
     "train_steps_child",
 ]
 
-_DEVICE_FLAG = "--xla_force_host_platform_device_count"
+_DEVICE_FLAG = simulated.FLAG
 _DEVICE_FLAG_RE = re.compile(re.escape(_DEVICE_FLAG) + r"=\S*")
 RESTART = (
     "Restart the kernel (Colab: Runtime > Restart session; Jupyter: Kernel > Restart) and run "
@@ -111,21 +113,20 @@ def configure(
     # to stderr. This kernel computes nothing with TF, so its oneDNN kernels are off.
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-    flags = env.get("XLA_FLAGS", "")
-    cleaned = _DEVICE_FLAG_RE.sub("", flags).split()
     if simulated_devices is not None and simulated_devices > 1:
-        cleaned.append(f"{_DEVICE_FLAG}={simulated_devices}")
-    new_flags = " ".join(cleaned)
-    if new_flags != " ".join(flags.split()):
-        if "jax" in modules:
+        try:  # one rule for simulated devices, shared with notebook 03
+            simulated.request(simulated_devices, env=env, modules=modules)
+        except simulated.JaxAlreadyImported:
             notes.append(
                 "jax was imported before XLA_FLAGS was set: the device count may not change; "
                 "check_devices() will tell."
             )
-    if new_flags:
-        env["XLA_FLAGS"] = new_flags
     else:
-        env.pop("XLA_FLAGS", None)
+        flags = _DEVICE_FLAG_RE.sub("", env.get("XLA_FLAGS", "")).split()
+        if flags:
+            env["XLA_FLAGS"] = " ".join(flags)
+        else:
+            env.pop("XLA_FLAGS", None)
     return notes
 
 
@@ -180,23 +181,13 @@ def check_devices(
 def check_batch(global_batch: int, devices: int) -> int:
     """The per-device batch of ``global_batch`` split over ``devices``.
 
+    The same rule as :func:`utils.simulated_devices.per_device_batch` (notebook 03 uses it).
+
     Raises:
         ValueError: the device count does not divide the global batch (naming both numbers and
             the nearest batches that work), or either is not positive.
     """
-    if devices < 1 or global_batch < 1:
-        raise ValueError(f"need global batch >= 1 and devices >= 1, got {global_batch}, {devices}")
-    per_device, rest = divmod(global_batch, devices)
-    if rest:
-        lower, upper = per_device * devices, (per_device + 1) * devices
-        options = f"{lower} or {upper}" if lower else f"{upper}"
-        raise ValueError(
-            f"global batch {global_batch} does not split evenly over {devices} devices "
-            f"({global_batch} = {per_device} x {devices} + {rest}). Data parallelism gives every "
-            f"device the same share: use a multiple of {devices} (e.g. {options}), or set the "
-            "per-replica batch and let global batch = per-replica batch x devices."
-        )
-    return per_device
+    return simulated.per_device_batch(global_batch, devices)
 
 
 def drop_remainder(*arrays: Any, batch: int) -> tuple[Any, ...]:

@@ -142,6 +142,6 @@ def per_device_batch(global_batch: int, devices: int) -> int:
             f"global batch {global_batch} does not split evenly over {devices} devices "
             f"({global_batch} % {devices} = {global_batch % devices}): data parallelism gives "
             f"every device the same number of examples. Use a multiple of {devices}, e.g. "
-            f"{lower or devices} or {lower + devices}."
+            + (f"{lower} or {lower + devices}." if lower else f"{devices}.")
         )
     return global_batch // devices
