@@ -7,6 +7,9 @@ Importing this module picks the PJRT device *before* torch_xla loads (torch_xla 
 - anything else -> ``PJRT_DEVICE=CPU``: XLA compiles for the host CPU, so the same lazy-tensor
   code runs (and teaches) without a TPU. torch_xla 2.9 has no CUDA backend.
 
+Before torch_xla is imported, :func:`utils.torch.stacks.check_torch_xla` checks that torch and
+torch_xla match (a mismatch would die in the import with an undefined symbol).
+
 A ``PJRT_DEVICE`` that is already set is kept. :data:`PJRT_CHOICE` says what was decided and why;
 :func:`describe_device` prints it with the devices found, without opening a TPU that this process
 has not opened yet (opening takes the chips until the process ends; :func:`runtime_started`).
@@ -20,7 +23,8 @@ What is here, in the order notebook 06 uses it:
 - :func:`pad_to_bucket`: pad variable-length inputs to a few fixed lengths (fewer compilations).
 - :func:`train_step`, :func:`train`, :func:`evaluate`: one training loop for the XLA device (with
   ``MpDeviceLoader``) and for eager PyTorch on the CPU.
-- :func:`benchmark`: images/s and step time of that loop on any device.
+- :func:`benchmark`: images/s and step time of that loop on any device;
+  :func:`matmul_flops_per_s`: the CPU's stand-in peak for MFU.
 - :func:`ensure_simulated_devices` and :func:`enable_spmd`: the two things that must happen
   before this process's XLA runtime starts, checked, with a clear error instead of a silently
   ignored ``CPU_NUM_DEVICES`` or a crash.
