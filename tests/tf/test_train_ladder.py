@@ -49,6 +49,8 @@ def test_time_fit_and_host_step_run_real_fits() -> None:
     assert host > 0
     with pytest.raises(ValueError):
         train_ladder.time_fit(model, ds, steps_per_epoch=4, images_per_epoch=64, repeats=0)
+    with pytest.raises(ValueError, match="multiple"):  # spe=2 would run 4 steps per 3 counted
+        train_ladder.time_fit(model, ds, steps_per_epoch=3, images_per_epoch=48, repeats=1)
 
 
 def test_peak_and_bandwidth_are_positive_rates() -> None:
