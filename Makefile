@@ -9,6 +9,9 @@ KERNEL  := tpu-course
 # One notebook alone: `make run NB=04` (a prefix or a path). Parameters: `make run PARAMS="-p EPOCHS 2"`.
 NB      ?=
 PARAMS  ?=
+# `make run` stops a notebook whose cell runs longer than TIMEOUT seconds (0: no limit) and reports
+# it as failed; the others still run. Generous: the longest cell takes minutes on a 2-core CPU.
+TIMEOUT ?= 1800
 
 # Quiet, reproducible notebook runs (inherited by papermill's and nbval's kernels).
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -20,11 +23,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: help setup run test test-unit test-notebooks lint format refresh bench report set-repo-url clean
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms lint format refresh bench report set-repo-url clean
 
 help:
-	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override)"
+	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
+	@echo "              TIMEOUT=1800 seconds per cell by default, 0 for none)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
+	@echo "make test-platforms  notebook 02 under Colab's TPU image versions (PLATFORM=kaggle for Kaggle's)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    tf.data pipeline benchmark, then the training ladder (MFU per rung, roofline error)"
@@ -34,7 +39,18 @@ help:
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt
+# An existing .venv must have been built with a usable Python (checked on every make, ~20 ms).
+check-venv:
+	@if [ -f $(VENV)/pyvenv.cfg ]; then \
+	  v=$$(sed -n 's/^version[_a-z]* *= *\([0-9]*\.[0-9]*\).*/\1/p' $(VENV)/pyvenv.cfg | head -n 1); \
+	  case "$$v" in 3.10|3.11|3.12) ;; *) \
+	    echo "The existing $(VENV) was built with Python $${v:-of unknown version}; this course needs 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1;; \
+	  esac; \
+	  $(BIN)/python -c '' 2>/dev/null || { \
+	    echo "The existing $(VENV) is broken: $(BIN)/python does not run (was the Python it was built with removed?). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1; }; \
+	fi
+
+$(STAMP): requirements.txt | check-venv
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else \
 	    "This course needs Python 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels); $(PYTHON) is %d.%d. Run: make test PYTHON=python3.11" % v)'
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot create virtual environments: install python3-venv (e.g. apt install python3-venv)"; exit 1; }
@@ -47,7 +63,7 @@ $(STAMP): requirements.txt
 	@echo "Environment ready in $(VENV) (kernel '$(KERNEL)')."
 
 run: $(STAMP)
-	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) $(if $(NB),--only $(NB)) -- $(PARAMS)
+	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
 test: test-unit test-notebooks
 
@@ -62,6 +78,31 @@ test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest --nbval --nbval-kernel-name $(KERNEL) \
 	    --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider \
 	    $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
+
+# Platform fidelity: notebook 02 (Keras 3 + JAX) executed in a separate venv built from the package
+# versions of Colab's TPU image (tests/platforms/colab-tpu-constraints.txt; PLATFORM=kaggle for
+# Kaggle's), on the CPU with simulated devices. Needs the network the first time (pip). Colab runs
+# Python 3.13 and Kaggle 3.12: python3.13/3.12 is used when installed, else $(PYTHON).
+PLATFORM          ?= colab
+PLATFORM_VENV     := build/venv-$(PLATFORM)
+PLATFORM_PYTHON   ?= $(or $(shell python$(if $(filter colab,$(PLATFORM)),3.13,3.12) -c 'import sys; print(sys.executable)' 2>/dev/null),$(PYTHON))
+PLATFORM_PKGS     := jax jaxlib keras numpy ml_dtypes optax matplotlib jsonschema psutil h5py \
+                     $(if $(filter kaggle,$(PLATFORM)),tensorflow-cpu)
+PLATFORM_STAMP    := $(PLATFORM_VENV)/.installed-$(shell cksum tests/platforms/$(PLATFORM)-tpu-constraints.txt 2>/dev/null | cut -d' ' -f1)
+
+$(PLATFORM_STAMP): tests/platforms/$(PLATFORM)-tpu-constraints.txt
+	@test -x $(PLATFORM_VENV)/bin/python || $(PLATFORM_PYTHON) -m venv $(PLATFORM_VENV)
+	$(PLATFORM_VENV)/bin/python -m pip install -q -c $< $(PLATFORM_PKGS) nbval ipykernel pytest
+	$(PLATFORM_VENV)/bin/python -m ipykernel install --sys-prefix --name tpu-course-$(PLATFORM) >/dev/null
+	@rm -f $(PLATFORM_VENV)/.installed-*
+	@touch $@
+
+test-platforms: export COURSE_OFFLINE = 1
+test-platforms: export COURSE_PLATFORM = $(PLATFORM)
+test-platforms: $(PLATFORM_STAMP)
+	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider tests/platforms
+	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider --nbval-lax \
+	    --nbval-kernel-name tpu-course-$(PLATFORM) notebooks/02_keras_jax_cifar10.ipynb
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks

@@ -14,15 +14,10 @@ def fake_runtime(accelerator: str = "cpu", platform: str = "local") -> SimpleNam
     return SimpleNamespace(accelerator=accelerator, platform=platform)
 
 
-def test_tensorflow_on_a_tpu_vm_installs_tensorflow_tpu_with_libtpu_index():
+def test_tensorflow_on_a_tpu_vm_installs_tensorflow_tpu_from_pypi_alone():
+    # tensorflow-tpu 2.20 takes libtpu from PyPI: no -f libtpu-tf-releases index any more.
     plan = bootstrap.install_plan(fake_runtime("tpu", "colab"), ["tensorflow"], versions={})
-    assert plan == [
-        [
-            f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}",
-            "-f",
-            bootstrap.LIBTPU_TF_INDEX,
-        ]
-    ]
+    assert plan == [[f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"]]
 
 
 def test_tensorflow_elsewhere_installs_plain_tensorflow():
@@ -104,3 +99,128 @@ def test_check_params_rules_name_the_parameter_and_the_allowed_values() -> None:
         bootstrap.check_params(LATENCY_MS=(-5.0, float, False, Range(min=0)))
     with pytest.raises(ValueError, match=r"MODE must be one of 'none', 'sqrt'.*'cube'"):
         bootstrap.check_params(MODE=("cube", str, False, Choice("none", "sqrt")))
+
+
+# --------------------------------------------------------------------------- runtimes, faked
+# Package sets from shared/platforms/ (Colab: backend-info pip-freeze.tpu.txt 2026-08; Kaggle:
+# docker-python tpu/ 2026-08): what `importlib.metadata` would report there.
+COLAB_TPU_ENV = {
+    "COLAB_RELEASE_TAG": "release-colab-external_20261101-060051_RC00",
+    "COLAB_TPU_1VM": "1",
+    "TPU_ACCELERATOR_TYPE": "v5e-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+}
+COLAB_TPU_PACKAGES = {
+    "jax": "0.7.2", "keras": "3.13.2", "libtpu": "0.0.21.1", "torch": "2.9.0+cpu",
+    "torch_xla": "2.9.0",
+}  # fmt: skip
+KAGGLE_TPU_ENV = {
+    "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
+    "KAGGLE_URL_BASE": "https://www.kaggle.com",
+    "TPU_ACCELERATOR_TYPE": "v5litepod-8",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+}
+KAGGLE_TPU_PACKAGES = {
+    "tensorflow-cpu": "2.20.0", "jax": "0.7.2", "keras": "3.12.0", "libtpu": "0.0.17",
+    "torch": "2.8.0+cpu", "torch_xla": "2.8.0",
+}  # fmt: skip
+CLOUD_TF_VM_ENV = {"TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_WORKER_HOSTNAMES": "localhost"}
+CLOUD_TF_VM_PACKAGES = {"tensorflow-tpu": "2.20.0", "libtpu": "0.0.14", "keras": "3.10.0"}
+LAPTOP_PACKAGES = {"tensorflow": "2.21.0", "jax": "0.10.2", "keras": "3.15.1", "torch": "2.9.0"}
+
+
+@pytest.fixture
+def no_pip(monkeypatch):
+    """Fail the test if anything runs pip."""
+
+    def refuse(command, **kwargs):
+        raise AssertionError(f"must not run {command}")
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", refuse)
+
+
+def _verdicts(env, packages):
+    rt = bootstrap.runtime.detect(env=env, run=None, frameworks=packages)
+    return {s.stack: s for s in bootstrap.stack_status(rt, packages)}
+
+
+def test_colab_tpu_runs_keras_jax_as_shipped_and_tf_only_on_opt_in(no_pip, capsys):
+    status = _verdicts(COLAB_TPU_ENV, COLAB_TPU_PACKAGES)
+    assert status["Keras+JAX"].verdict == "works as shipped"
+    assert status["TF TPUStrategy"].verdict == "needs install"
+    assert "not installed" in status["TF TPUStrategy"].detail
+    assert "colabtools#5174" in status["TF TPUStrategy"].detail
+    assert status["torch_xla"].verdict == "works as shipped"
+    rt = bootstrap.prepare(["jax", "keras"], env=dict(COLAB_TPU_ENV), versions=COLAB_TPU_PACKAGES)
+    assert (rt.platform, rt.accelerator) == ("colab", "tpu")
+    printed = capsys.readouterr().out
+    assert "Keras+JAX" in printed and "works as shipped" in printed  # never silent on a TPU
+    with pytest.raises(bootstrap.TensorFlowTPUError) as info:
+        bootstrap.prepare(["tensorflow"], env=dict(COLAB_TPU_ENV), versions=COLAB_TPU_PACKAGES)
+    message = str(info.value)
+    assert "TensorFlow is not installed" in message and "notebook 02" in message
+    assert "install_tensorflow_tpu=True" in message and "colabtools#5174" in message
+
+
+def test_colab_tpu_installs_tensorflow_tpu_when_opted_in(monkeypatch, capsys):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", fake_run)
+    bootstrap.prepare(
+        ["tensorflow"],
+        env=dict(COLAB_TPU_ENV),
+        versions=COLAB_TPU_PACKAGES,
+        install_tensorflow_tpu=True,
+    )
+    assert [c[4:] for c in calls] == [["-q", f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"]]
+    assert "colabtools#5174" in capsys.readouterr().out  # the risk is stated when installing
+
+
+def test_kaggle_tpu_tensorflow_cpu_is_not_tensorflow_on_the_tpu(no_pip, capsys):
+    status = _verdicts(KAGGLE_TPU_ENV, KAGGLE_TPU_PACKAGES)
+    assert status["Keras+JAX"].verdict == "works as shipped"
+    assert status["TF TPUStrategy"].verdict == "needs install"
+    assert "tensorflow-cpu 2.20.0 is importable but has no TPU kernels" in (
+        status["TF TPUStrategy"].detail
+    )
+    with pytest.raises(bootstrap.TensorFlowTPUError, match="tensorflow-cpu 2.20.0 is installed"):
+        bootstrap.prepare(["tensorflow"], env=dict(KAGGLE_TPU_ENV), versions=KAGGLE_TPU_PACKAGES)
+    rt = bootstrap.runtime.detect(env=KAGGLE_TPU_ENV, run=None, frameworks=KAGGLE_TPU_PACKAGES)
+    hint = next(h for h in rt.hints if "tensorflow-cpu" in h)
+    assert "no TPU kernels" in hint and "Keras 3 + JAX" in hint
+
+
+def test_cloud_tpu_vm_with_a_tf_image_uses_tensorflow_tpu_as_shipped(no_pip, capsys):
+    status = _verdicts(CLOUD_TF_VM_ENV, CLOUD_TF_VM_PACKAGES)
+    assert status["TF TPUStrategy"].verdict == "works as shipped"
+    assert status["Keras+JAX"].verdict == "needs install"
+    rt = bootstrap.prepare(["tensorflow"], env=dict(CLOUD_TF_VM_ENV), versions=CLOUD_TF_VM_PACKAGES)
+    assert (rt.platform, rt.accelerator) == ("local", "tpu")
+    assert "TF TPUStrategy" in capsys.readouterr().out
+
+
+def test_cpu_laptop_is_quiet_and_says_cpu_only(no_pip, capsys):
+    rt = bootstrap.prepare(["numpy"], env={}, versions=LAPTOP_PACKAGES)
+    assert (rt.platform, rt.accelerator) == ("local", "cpu")
+    assert capsys.readouterr().out == ""  # nothing to report off a TPU: stored outputs stay stable
+    status = _verdicts({}, LAPTOP_PACKAGES)
+    assert {s.verdict for s in status.values()} <= {"CPU only", "not supported", "needs install"}
+    assert status["TorchTPU"].verdict == "not supported"
+
+
+@pytest.mark.parametrize("value", ["", "   ", "10.0.0.2:8470", "grpc://tpu:8470"])
+def test_stray_colab_tpu_addr_on_a_laptop_never_installs(no_pip, value):
+    env = {"COLAB_TPU_ADDR": value}
+    rt = bootstrap.runtime.detect(env=env, run=None, frameworks={})
+    assert rt.platform == "local"
+    with pytest.raises(ModuleNotFoundError, match="make setup"):
+        bootstrap.prepare(["no_such_module_for_the_course"], env=env)
+
+
+def test_empty_colab_release_tag_is_not_colab(no_pip):
+    with pytest.raises(ModuleNotFoundError, match="make setup"):
+        bootstrap.prepare(["no_such_module_for_the_course"], env={"COLAB_RELEASE_TAG": ""})

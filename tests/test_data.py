@@ -53,13 +53,21 @@ def _write_dir(folder: Path, files: dict[str, bytes]) -> None:
         (folder / name).write_bytes(raw)
 
 
+@pytest.fixture(autouse=True)
+def _restore_expected_sha256(monkeypatch):
+    """_write_tar makes its tiny archive the expected one; undone after each test."""
+    monkeypatch.setattr(data, "CIFAR10_SHA256", data.CIFAR10_SHA256)
+
+
 def _write_tar(path: Path, files: dict[str, bytes]) -> None:
+    """A tiny CIFAR-10 archive, registered as the archive whose SHA-256 the loader expects."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:
         for name, raw in files.items():
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
+    data.CIFAR10_SHA256 = data.sha256_of(path)  # restored by the autouse fixture
 
 
 def _check(d: data.CifarData, expected: tuple[np.ndarray, ...]) -> None:
@@ -263,3 +271,65 @@ def test_bad_arguments():
         data.load_cifar10(source="imagenet", offline=True)
     with pytest.raises(ValueError, match="subset"):
         data.load_cifar10(subset=60_000, offline=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 16: the cache is re-verified on load; short caches are announced; remedies given
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_in_the_cached_archive_is_caught_with_the_remedy(tmp_path):
+    """Before: a flipped byte could load as "CIFAR-10 (real data)" with a pixel changed."""
+    files, _ = _tiny_cifar(seed=5)
+    archive = tmp_path / "datasets" / "cifar-10-python.tar.gz"
+    _write_tar(archive, files)
+    raw = bytearray(archive.read_bytes())
+    for position in (len(raw) // 3, len(raw) // 2, len(raw) - 20):
+        flipped = raw.copy()
+        flipped[position] ^= 0x01
+        archive.write_bytes(bytes(flipped))
+        with pytest.raises(data.CifarFormatError) as info:
+            data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))
+        message = str(info.value)
+        assert "SHA-256" in message and "is not CIFAR-10's" in message
+        assert f"delete the file {archive} and re-download" in message
+    archive.write_bytes(bytes(raw))  # the intact copy loads again
+    data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))
+
+
+def test_the_real_checksum_is_checked_by_default(tmp_path, monkeypatch):
+    monkeypatch.undo()  # the genuine CIFAR-10 SHA-256, not a tiny archive's
+    assert data.CIFAR10_SHA256.startswith("6d958be0")
+    files, _ = _tiny_cifar()
+    archive = tmp_path / "datasets" / "cifar-10-python.tar.gz"
+    archive.parent.mkdir(parents=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("cifar-10-batches-py/batches.meta")
+        info.size = len(files["batches.meta"])
+        tar.addfile(info, io.BytesIO(files["batches.meta"]))
+    with pytest.raises(data.CifarFormatError, match="re-download"):
+        data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path)
+
+
+def test_a_short_cache_says_how_many_images_were_loaded(tmp_path, capsys):
+    """Before: 30 images for subset=40 without a word (5,000 for 8,000 in the issue)."""
+    files, _ = _tiny_cifar()
+    folder = tmp_path / "datasets" / "cifar-10-batches-py"
+    _write_dir(folder, files)
+    d = data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(40, 6))
+    assert d.loaded == (30, 6) and len(d.x_train) == 30
+    assert d.shortfall.startswith("only 30 of the 40 training images asked for")
+    assert "SHORT: only 30 of the 40 training images" in d.source
+    assert f"delete the folder {folder} and re-download" in d.shortfall
+    assert "WARNING: only 30 of the 40 training images" in capsys.readouterr().out
+    full = data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))
+    assert full.shortfall == "" and "SHORT" not in full.source
+
+
+def test_a_damaged_folder_names_the_remedy(tmp_path):
+    files, _ = _tiny_cifar()
+    files["data_batch_2"] = files["data_batch_2"][:50]
+    folder = tmp_path / "datasets" / "cifar-10-batches-py"
+    _write_dir(folder, files)
+    with pytest.raises(data.CifarFormatError, match="data_batch_2.*delete the folder"):
+        data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))

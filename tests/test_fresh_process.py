@@ -38,3 +38,75 @@ def test_missing_result_line_is_an_error():
 def test_timeout_is_bounded():
     with pytest.raises(fresh_process.FreshProcessError, match="ran past"):
         fresh_process.run_python(["-c", "import time; time.sleep(5)"], timeout_s=0.5)
+
+
+def test_timeout_kills_grandchildren_and_does_not_hang(tmp_path):
+    """Before: the grandchild kept the output pipe open, so the wait after the kill hung until
+    it ended (here 60 s), and it outlived the call."""
+    import os
+    import threading
+
+    pid_file = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(60)\n"
+    )
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            fresh_process.run_python(["-c", code], timeout_s=3)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    grandchild = int(pid_file.read_text()) if pid_file.exists() else None
+    try:
+        assert not worker.is_alive(), "run_python hung after its timeout"
+        assert outcome and isinstance(outcome[0], fresh_process.FreshProcessError)
+        assert grandchild is not None
+        assert not _alive(grandchild), "the grandchild outlived run_python"
+    finally:
+        if grandchild is not None and _alive(grandchild):
+            os.kill(grandchild, 9)
+
+
+def test_a_normal_run_leaves_no_background_process(tmp_path):
+    import os
+
+    pid_file = tmp_path / "bg.pid"
+    code = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+    )
+    fresh_process.run_python(["-c", code], timeout_s=60)
+    pid = int(pid_file.read_text())
+    try:
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def _alive(pid: int) -> bool:
+    import os
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"):
+            return False  # exited, waiting to be reaped by init
+        time.sleep(0.2)
+    return True

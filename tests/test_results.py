@@ -188,3 +188,124 @@ def test_load_accepts_a_copied_fixture(tmp_path: Path) -> None:
     loaded = results.load(copy)
     assert loaded.notebook == "02_pipelines"
     assert loaded.metrics["tuned_images_per_s"] == Metric(4000.0, "img/s")
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 16: parameters and data source recorded; impossible values, future times, file modes
+# --------------------------------------------------------------------------------------------
+
+
+class _FakeCifar:
+    def __init__(self, is_standin: bool) -> None:
+        self.is_standin = is_standin
+
+
+def test_record_stores_parameters_and_data_source(tmp_path: Path) -> None:
+    """Before: record() had no way to say what was measured (TypeError on these keywords)."""
+    import numpy as np
+
+    params = {"EPOCHS": np.int64(5), "TRAIN_IMAGES": None, "LR": 0.5, "MODE": "sqrt", "D": [1, 2]}
+    path = results.record(
+        "04_x",
+        {"mfu": (0.12, "ratio"), "any_new_metric": (3.0, "x")},  # arbitrary metric names
+        out_dir=tmp_path,
+        runtime=TPU_RUNTIME,
+        parameters=params,
+        data_source=_FakeCifar(is_standin=True),
+    )
+    loaded = results.load(path)
+    assert loaded.parameters == {
+        "EPOCHS": 5,
+        "TRAIN_IMAGES": None,
+        "LR": 0.5,
+        "MODE": "sqrt",
+        "D": [1, 2],
+    }
+    assert loaded.data_source == results.STANDIN == "standin"
+    assert loaded.to_dict() == json.loads(path.read_text())
+    real = results.record(
+        "04_y",
+        {"a": (1.0, "s")},
+        out_dir=tmp_path,
+        runtime=TPU_RUNTIME,
+        data_source=_FakeCifar(is_standin=False),
+    )
+    assert results.load(real).data_source == results.CIFAR10
+    text = results.record(
+        "04_z",
+        {"a": (1.0, "s")},
+        out_dir=tmp_path,
+        runtime=TPU_RUNTIME,
+        data_source="random matrices",
+    )
+    assert results.load(text).data_source == "random matrices"
+
+
+def test_files_without_parameters_still_load(tmp_path: Path) -> None:
+    """Backward compatible: the committed fixtures predate the fields."""
+    for path in sorted(FIXTURES.rglob("*.json")):
+        loaded = results.load(path)
+        assert loaded.parameters is None and loaded.data_source is None
+        assert loaded.to_dict() == json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"parameters": {"EPOCHS": object()}}, "parameter 'EPOCHS'"),
+        ({"parameters": {"X": float("nan")}}, "not a finite number"),
+        ({"parameters": {"bad name": 1}}, "do not fit the schema"),
+        ({"data_source": ""}, "data_source must be"),
+    ],
+)
+def test_record_rejects_bad_parameters(tmp_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        results.record("01_a", {"x": (1.0, "s")}, out_dir=tmp_path, runtime=TPU_RUNTIME, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("value", "unit"), [(-5.0, "img/s"), (-1.0, "s"), (-0.5, "ms"), (-3.0, "GFLOP/s")]
+)
+def test_negative_times_and_rates_are_rejected(tmp_path: Path, value: float, unit: str) -> None:
+    """Before: a negative rate was accepted and shown in the report."""
+    with pytest.raises(ValueError, match="negative"):
+        results.record("01_a", {"m": (value, unit)}, out_dir=tmp_path, runtime=TPU_RUNTIME)
+    path = results.record("01_a", {"m": (1.0, unit)}, out_dir=tmp_path, runtime=TPU_RUNTIME)
+    doc = json.loads(path.read_text())
+    doc["metrics"]["m"]["value"] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="metrics.m: .*negative"):
+        results.load(path)
+    # Neutral units may be negative (a change in percent, say).
+    results.record("01_b", {"delta": (-3.0, "%")}, out_dir=tmp_path, runtime=TPU_RUNTIME)
+
+
+def test_far_future_created_is_rejected(tmp_path: Path) -> None:
+    """Before: a file dated 2999 loaded fine and always won a duplicate in the report."""
+    path = results.record("01_a", {"x": (1.0, "s")}, out_dir=tmp_path, runtime=TPU_RUNTIME)
+    doc = json.loads(path.read_text())
+    doc["created"] = "2999-01-01T00:00:00+00:00"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="in the future"):
+        results.load(path)
+    doc["created"] = "2999-01-01T00:00:00"  # naive: read as UTC, same verdict
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="in the future"):
+        results.load(path)
+
+
+def test_results_files_are_world_readable(tmp_path: Path) -> None:
+    """Before: 0600 (NamedTemporaryFile's mode)."""
+    path = results.record("01_a", {"x": (1.0, "s")}, out_dir=tmp_path, runtime=TPU_RUNTIME)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_unwritable_results_folder_is_found_up_front(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(OSError, match="cannot write results to .*COURSE_RESULTS_DIR"):
+        results.check_writable(blocker / "results")
+    with pytest.raises(OSError, match="cannot write results to"):
+        results.record("01_a", {"x": (1.0, "s")}, out_dir=blocker / "r", runtime=TPU_RUNTIME)
+    assert results.check_writable(tmp_path / "ok") == tmp_path / "ok"
+    assert list((tmp_path / "ok").iterdir()) == []  # the probe leaves nothing

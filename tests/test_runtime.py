@@ -86,8 +86,8 @@ def test_plain_cpu_box(tmp_path: Path) -> None:
         "sse4_2",
     )  # fmt: skip
     assert rt.frameworks == {
-        "tensorflow": "2.21.0", "tensorflow-tpu": None, "torch": None, "torch_xla": None,
-        "jax": None, "libtpu": None,
+        "tensorflow": "2.21.0", "tensorflow-cpu": None, "tensorflow-tpu": None, "torch": None,
+        "torch_xla": None, "jax": None, "keras": None, "libtpu": None,
     }  # fmt: skip
     assert rt.hints[0].startswith("No accelerator found: running on the CPU (2 cores)")
     assert not any("TPU" in h for h in rt.hints)
@@ -121,7 +121,8 @@ def test_colab_tpu_vm_v5e_1(tmp_path: Path) -> None:
     )
     assert "TPUClusterResolver(tpu='local')" in rt.hints[0]
     assert "v5e-1, 1 chip" in rt.hints[0]
-    hint_with(rt, "TensorFlow is not installed on this TPU runtime: install tensorflow-tpu")
+    hint = hint_with(rt, "TensorFlow is not installed on this TPU runtime")
+    assert "Keras 3 + JAX runs on this TPU as installed" in hint and "colabtools#5174" in hint
     hint_with(rt, "One process owns the TPU: restart the runtime")
     assert not any("do not match" in h for h in rt.hints)
 
@@ -434,7 +435,7 @@ def test_describe_mentions_the_key_facts(tmp_path: Path) -> None:
     facts = [
         "colab", "TPU VM, v5e-1, generation v5e, 1 chip, address local",
         "Intel(R) Xeon(R) Processor, 2 cores", "avx512_bf16", "torch_xla 2.9.0",
-        "tensorflow, tensorflow-tpu", "tpu='local'", "One process owns the TPU",
+        "tensorflow, tensorflow-cpu, tensorflow-tpu", "tpu='local'", "One process owns the TPU",
     ]  # fmt: skip
     for fact in facts:
         assert fact in text, fact

@@ -7,6 +7,13 @@ Framework-free: this module decides *what* is missing by looking at installed pa
   to ``make setup``, which builds ``.venv`` and the ``tpu-course`` kernel from requirements.txt.
 * On Colab and Kaggle it installs only what the runtime lacks, with versions that fit what is
   preinstalled (for example torch_xla to match Colab's torch), and says what it installed.
+  "Colab" and "Kaggle" are recognised by what those services set (``utils.runtime``), never by a
+  ``COLAB_TPU_ADDR`` left over on a laptop.
+* On a TPU it tells the truth about each stack (:func:`stack_status`): "tensorflow importable" is
+  not "TensorFlow on the TPU" (Kaggle's image has ``tensorflow-cpu``, Colab's none at all), while
+  Keras 3 + JAX runs as shipped on both. It never installs ``tensorflow-tpu`` over a runtime's
+  libtpu unless asked (``prepare(..., install_tensorflow_tpu=True)``), because Colab's
+  maintainers warn that it may break the other frameworks (googlecolab/colabtools#5174).
 """
 
 from __future__ import annotations
@@ -31,7 +38,12 @@ QUIET_ENV: Mapping[str, str] = {
 # Versions the course is tested with (requirements.txt pins the same for the CPU machine).
 TENSORFLOW_VERSION = "2.21.0"
 TENSORFLOW_TPU_VERSION = "2.20.0"  # newest tensorflow-tpu on PyPI; it trails tensorflow
-LIBTPU_TF_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
+TF_TPU_RISK = (
+    "Installing tensorflow-tpu puts TensorFlow's TPU runtime next to this image's libtpu; "
+    'Colab\'s maintainers warn it "may break functionality in the other frameworks" '
+    "(googlecolab/colabtools#5174), and the recipe has broken before (#5209, #5419). Restart the "
+    "runtime before using JAX or torch_xla again."
+)
 TORCH_XLA_VERSION = "2.9.0"  # its binary needs exactly the same torch version
 
 # Import name -> distribution name, for the packages the notebooks ask for.
@@ -42,7 +54,11 @@ DISTRIBUTIONS: Mapping[str, str] = {
     "matplotlib": "matplotlib",
     "psutil": "psutil",
     "numpy": "numpy",
+    "jax": "jax",
+    "keras": "keras",
 }
+# Distributions that all install the import name `tensorflow`; only the first can use a TPU.
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow-tpu", "tensorflow-cpu", "tensorflow")
 
 
 def is_installed(module: str) -> bool:
@@ -83,8 +99,9 @@ def install_plan(
     for module in missing:
         if module == "tensorflow":
             if on_tpu:
-                # Plain tensorflow has no TPU kernels (ConfigureDistributedTPU is missing).
-                plan.append([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}", "-f", LIBTPU_TF_INDEX])
+                # Plain tensorflow has no TPU kernels (ConfigureDistributedTPU is missing);
+                # tensorflow-tpu brings libtpu from PyPI itself.
+                plan.append([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}"])
             else:
                 plan.append([f"tensorflow=={TENSORFLOW_VERSION}"])
         elif module == "torch_xla":
@@ -96,9 +113,140 @@ def install_plan(
                 plan.append(
                     [f"torch=={TORCH_XLA_VERSION}", f"torch_xla{extra}=={TORCH_XLA_VERSION}"]
                 )
+        elif module == "jax":
+            plan.append(["jax[tpu]" if on_tpu else "jax"])
         else:
             plan.append([DISTRIBUTIONS.get(module, module)])
     return plan
+
+
+def tensorflow_distribution(versions: Mapping[str, str | None]) -> str | None:
+    """Which distribution provides ``import tensorflow``: tensorflow-tpu, -cpu, plain, or None."""
+    return next((d for d in TENSORFLOW_DISTRIBUTIONS if versions.get(d)), None)
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    """What one software stack can do on this runtime.
+
+    ``verdict``: ``"works as shipped"``, ``"needs install"``, ``"not supported"``, or
+    ``"CPU only"`` (off a TPU: the stack runs, on the CPU/GPU). ``detail`` says why and what to do.
+    """
+
+    stack: str
+    verdict: str
+    detail: str
+
+
+def _installed_versions(names: Iterable[str]) -> dict[str, str | None]:
+    return {name: installed_version(name) for name in names}
+
+
+STACK_DISTRIBUTIONS = (*TENSORFLOW_DISTRIBUTIONS, "jax", "keras", "libtpu", "torch", "torch_xla",
+                       "torch-tpu")  # fmt: skip
+
+
+def stack_status(
+    rt: runtime.Runtime, versions: Mapping[str, str | None] | None = None
+) -> list[StackStatus]:
+    """Keras+JAX, TF TPUStrategy, torch_xla and TorchTPU on this runtime, from package metadata.
+
+    Nothing is imported. ``versions`` maps distribution names to installed versions (default:
+    read from this environment; tests pass fakes).
+    """
+    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    on_tpu = rt.accelerator == "tpu"
+    tpu_vm = on_tpu and rt.tpu is not None and rt.tpu.mode == "vm"
+    gen = rt.tpu.generation if rt.tpu is not None else None
+    out = []
+
+    # Keras 3 + JAX
+    if v.get("jax") and v.get("keras", "").split(".")[0] == "3":
+        if not on_tpu:
+            out.append(StackStatus("Keras+JAX", "CPU only", "runs here; on a TPU as shipped"))
+        elif v.get("libtpu"):
+            out.append(StackStatus("Keras+JAX", "works as shipped",
+                                   f"jax {v['jax']}, keras {v['keras']}, libtpu {v['libtpu']}: "
+                                   "notebook 02"))  # fmt: skip
+        else:
+            out.append(StackStatus("Keras+JAX", "needs install",
+                                   "pip install 'jax[tpu]' (libtpu for jax)"))  # fmt: skip
+    else:
+        out.append(StackStatus("Keras+JAX", "needs install",
+                               "pip install 'jax[tpu]' 'keras>=3'" if on_tpu
+                               else "pip install jax 'keras>=3'"))  # fmt: skip
+
+    # TensorFlow with TPUStrategy
+    dist = tensorflow_distribution(v)
+    if not on_tpu:
+        detail = f"{dist} {v[dist]}" if dist else "not installed"
+        out.append(StackStatus("TF TPUStrategy", "CPU only", f"{detail}; no TPU here"))
+    elif gen == "tpu7x":
+        out.append(
+            StackStatus("TF TPUStrategy", "not supported", "TensorFlow does not support TPU7x")
+        )
+    elif rt.tpu is not None and rt.tpu.mode == "node":
+        out.append(StackStatus("TF TPUStrategy", "works as shipped" if dist else "needs install",
+                               "legacy TPU Node: TensorFlow drives it over gRPC"))  # fmt: skip
+    elif dist == "tensorflow-tpu":
+        out.append(
+            StackStatus(
+                "TF TPUStrategy",
+                "works as shipped",
+                f"tensorflow-tpu {v[dist]}, libtpu {v.get('libtpu') or 'MISSING'}",
+            )
+        )
+    else:
+        found = (
+            f"{dist} {v[dist]} is importable but has no TPU kernels (TPUStrategy fails with "
+            "'No OpKernel was registered to support Op ConfigureDistributedTPU')"
+            if dist
+            else "TensorFlow is not installed"
+        )
+        out.append(StackStatus("TF TPUStrategy", "needs install",
+                               f"{found}; opt in with prepare(..., install_tensorflow_tpu=True) "
+                               f"(tensorflow-tpu=={TENSORFLOW_TPU_VERSION}; risk: "
+                               "googlecolab/colabtools#5174)"))  # fmt: skip
+
+    # PyTorch/XLA
+    torch, xla = v.get("torch"), v.get("torch_xla")
+    if torch and xla and _minor(torch) == _minor(xla):
+        verdict = "CPU only" if not on_tpu else "works as shipped" if tpu_vm else "not supported"
+        out.append(StackStatus("torch_xla", verdict, f"torch {torch}, torch_xla {xla} (PJRT)"))
+    elif torch and xla:
+        out.append(StackStatus("torch_xla", "needs install",
+                               f"torch {torch} and torch_xla {xla} do not match: "
+                               f"pip install 'torch_xla[tpu]=={_minor(torch)}.*'"))  # fmt: skip
+    else:
+        out.append(StackStatus("torch_xla", "needs install",
+                               f"pip install torch=={TORCH_XLA_VERSION} "
+                               f"'torch_xla[tpu]=={TORCH_XLA_VERSION}'"))  # fmt: skip
+
+    # TorchTPU (torch-tpu): needs torch 2.11+ and libtpu >= 0.0.50; no CPU mode.
+    if v.get("torch-tpu"):
+        out.append(
+            StackStatus(
+                "TorchTPU",
+                "works as shipped" if on_tpu else "not supported",
+                f"torch-tpu {v['torch-tpu']}" + ("" if on_tpu else ": no CPU mode"),
+            )
+        )
+    else:
+        out.append(StackStatus("TorchTPU", "needs install" if on_tpu else "not supported",
+                               "pip install torch-tpu (torch 2.11-2.15, libtpu >= 0.0.50: replaces "
+                               "the image's torch and libtpu)" if on_tpu
+                               else "no CPU or simulated-device mode"))  # fmt: skip
+    return out
+
+
+def describe_stacks(statuses: Sequence[StackStatus]) -> str:
+    """One aligned line per stack."""
+    width = max(len(s.stack) for s in statuses)
+    return "\n".join(f"{s.stack:<{width}}  {s.verdict:<16}  {s.detail}" for s in statuses)
+
+
+class TensorFlowTPUError(RuntimeError):
+    """TensorFlow was asked for on a TPU where the installed TensorFlow cannot use it."""
 
 
 def prepare(
@@ -106,42 +254,88 @@ def prepare(
     *,
     env: dict[str, str] | None = None,
     allow_install: bool | None = None,
+    install_tensorflow_tpu: bool = False,
+    versions: Mapping[str, str | None] | None = None,
 ) -> runtime.Runtime:
     """Get this kernel ready for a notebook and return where it runs (``runtime.detect()``).
 
     Args:
-        needs: import names the notebook uses, e.g. ``["tensorflow"]`` or ``["torch_xla"]``.
+        needs: import names the notebook uses, e.g. ``["tensorflow"]``, ``["jax", "keras"]``.
         env: the environment to adjust (default ``os.environ``).
-        allow_install: install missing packages with pip. Default: only on Colab and Kaggle,
-            and never when ``COURSE_NO_INSTALL=1``.
+        allow_install: install missing packages with pip. Default: only on Colab and Kaggle
+            (recognised by what they set, see ``utils.runtime``), never when
+            ``COURSE_NO_INSTALL=1``.
+        install_tensorflow_tpu: on a TPU whose TensorFlow cannot use it (none, plain
+            ``tensorflow`` or ``tensorflow-cpu``), install ``tensorflow-tpu`` anyway. Off by
+            default: see :data:`TF_TPU_RISK`.
+        versions: installed distributions (default: read from package metadata); tests fake it.
+
+    On a TPU it prints what each stack can do here (:func:`stack_status`), so "ready" is never
+    silent.
 
     Raises:
         ModuleNotFoundError: a needed package is missing and may not be installed here; the
             message says how to get it.
+        TensorFlowTPUError: ``"tensorflow"`` is needed on a TPU where the installed TensorFlow
+            has no TPU kernels (or there is none), and ``install_tensorflow_tpu`` is False: the
+            message names what is installed, the JAX route and the opt-in with its risk.
         RuntimeError: pip failed; the message holds the command and pip's last lines.
     """
     env = os.environ if env is None else env
     for key, value in QUIET_ENV.items():
         env.setdefault(key, value)
 
-    rt = runtime.detect(env=env)
-    missing = [m for m in needs if not is_installed(m)]
-    if not missing:
-        return rt
+    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    rt = runtime.detect(env=env, frameworks={**{n: None for n in runtime.FRAMEWORKS}, **v})
+    on_tpu_vm = rt.accelerator == "tpu" and rt.tpu is not None and rt.tpu.mode == "vm"
+    if rt.accelerator == "tpu":
+        print("What runs on this TPU (utils.bootstrap.stack_status):")
+        print(describe_stacks(stack_status(rt, v)))
 
+    hosted = rt.platform in ("colab", "kaggle") and env.get("COURSE_NO_INSTALL") != "1"
     if allow_install is None:
-        allow_install = rt.platform in ("colab", "kaggle") and env.get("COURSE_NO_INSTALL") != "1"
-    if not allow_install:
+        allow_install = hosted
+    plans: list[list[str]] = []
+    tf_dist = tensorflow_distribution(v)
+    if "tensorflow" in needs and on_tpu_vm and tf_dist != "tensorflow-tpu":
+        found = f"{tf_dist} {v[tf_dist]} is installed" if tf_dist else "TensorFlow is not installed"
+        if not install_tensorflow_tpu:
+            raise TensorFlowTPUError(
+                f"This notebook uses TensorFlow on the TPU, but {found}"
+                + (
+                    ": it imports, but has no TPU kernels, so TPUStrategy would fail. "
+                    if tf_dist
+                    else ". "
+                )  # fmt: skip
+                + "Keras 3 + JAX runs on this TPU with nothing to install: notebook 02. To use "
+                "TensorFlow here anyway, set INSTALL_TENSORFLOW_TPU = True in the set-up cell "
+                "(bootstrap.prepare(..., install_tensorflow_tpu=True)) and run it again. "
+                + TF_TPU_RISK
+            )
+        if allow_install is False:
+            raise ModuleNotFoundError(
+                "install_tensorflow_tpu=True but installing is off here (allow_install=False or "
+                "COURSE_NO_INSTALL=1)."
+            )
+        print(f"Installing tensorflow-tpu=={TENSORFLOW_TPU_VERSION} (opted in). {TF_TPU_RISK}")
+        plans.append([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}"])
+
+    missing = [m for m in needs if not is_installed(m) and not (plans and m == "tensorflow")]
+    if missing and not allow_install:
         raise ModuleNotFoundError(
             f"{', '.join(missing)} not installed for {sys.executable}. "
             "Locally, run `make setup` in the course folder (it builds .venv from "
             "requirements.txt and registers the 'Python (TPU course)' kernel), then pick that "
             "kernel. On Colab or Kaggle this cell installs what is missing by itself."
         )
-    for args in install_plan(rt, missing):
+    if missing:
+        plans += install_plan(rt, missing, versions=v)
+    if not plans:
+        return rt
+    for args in plans:
         command = [sys.executable, "-m", "pip", "install", "-q", *args]
         print("Installing what this runtime lacks:", " ".join(args))
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
             raise RuntimeError(

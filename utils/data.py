@@ -9,7 +9,12 @@ Where the real data comes from, in order:
    layouts Keras versions have used: the extracted ``cifar-10-batches-py`` folder or the
    ``.tar.gz`` archive. It is parsed here with :mod:`pickle` (CIFAR-10's "python version":
    ``data_batch_1`` .. ``data_batch_5``, ``test_batch``, ``batches.meta``; each batch holds
-   ``data``, uint8 ``(N, 3072)`` rows in channel-major order, and ``labels``) and verified.
+   ``data``, uint8 ``(N, 3072)`` rows in channel-major order, and ``labels``) and verified:
+   an archive's SHA-256 is checked on every load (under a second), a folder's format and
+   labels are checked, and a damaged cache raises :class:`CifarFormatError` saying which file
+   to delete so that the next load downloads it again. When the cache holds fewer images than
+   ``subset`` asks for, ``CifarData.source`` says so ("5,000 of the 8,000 training images
+   asked for") and the shortfall is printed.
 2. A download from the CIFAR-10 home page into that same cache, checked against the SHA-256 that
    Keras' own loader uses, when the network is reachable (``offline=False``, or a bounded probe).
 3. ``source="keras"``: ``keras.datasets.cifar10.load_data()`` exactly as the seed does.
@@ -89,6 +94,14 @@ class CifarFormatError(ValueError):
     """A CIFAR-10 file is missing, truncated or not in CIFAR-10's format (the message names it)."""
 
 
+def _remedy(path: Path | str) -> str:
+    what = "the folder" if Path(path).is_dir() else "the file"
+    return (
+        f"The cached copy is damaged or incomplete: delete {what} {path} and re-download "
+        "(load_cifar10 downloads it again when the network is on)."
+    )
+
+
 @dataclass(frozen=True)
 class CifarData:
     """Train and test arrays plus a sentence saying what they are.
@@ -104,6 +117,12 @@ class CifarData:
     class_names: tuple[str, ...]
     source: str
     is_standin: bool
+    shortfall: str = ""  # "" or a sentence: fewer images loaded than asked for
+
+    @property
+    def loaded(self) -> tuple[int, int]:
+        """(train, test) images actually loaded."""
+        return len(self.x_train), len(self.x_test)
 
     def __repr__(self) -> str:  # arrays are too long to print usefully
         return (
@@ -235,9 +254,41 @@ def find_cached(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
     return None
 
 
+def sha256_of(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file, read in 1 MiB chunks (CIFAR-10's 170 MB: under a second)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_archive(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`CifarFormatError` (with the remedy) unless the archive is CIFAR-10's own."""
+    try:
+        got = sha256_of(path)
+    except OSError as err:
+        raise CifarFormatError(f"{path}: cannot read ({err}). {_remedy(path)}") from err
+    if got != CIFAR10_SHA256:
+        raise CifarFormatError(
+            f"{path}: SHA-256 {got[:16]}... is not CIFAR-10's ({CIFAR10_SHA256[:16]}...). "
+            f"{_remedy(path)}"
+        )
+
+
 def read_cached(path: Path) -> tuple[np.ndarray, ...]:
-    """Parse what :func:`find_cached` found (a folder or an archive)."""
-    return read_batches_dir(path) if path.is_dir() else read_archive(path)
+    """Parse what :func:`find_cached` found (a folder or an archive; an archive's SHA-256 is
+    verified first). A damaged cache raises :class:`CifarFormatError` with the remedy."""
+    if path.is_dir():
+        try:
+            return read_batches_dir(path)
+        except CifarFormatError as err:
+            raise CifarFormatError(f"{err} {_remedy(path)}") from err
+    verify_archive(path)
+    try:
+        return read_archive(path)
+    except CifarFormatError as err:  # only possible if CIFAR10_SHA256 itself is replaced
+        raise CifarFormatError(f"{err} {_remedy(path)}") from err
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,6 +491,23 @@ def _finish(arrays: Iterable[np.ndarray], sizes: tuple[int, int], normalize: boo
     return out
 
 
+def _shortfall(arrays: list, sizes: tuple[int, int], found: Path) -> str:
+    """'' if the arrays hold the sizes asked for, else a sentence with the counts and remedy."""
+    parts = []
+    for what, got, asked in (
+        ("training", len(arrays[0]), sizes[0]),
+        ("test", len(arrays[2]), sizes[1]),
+    ):
+        if got < asked:
+            parts.append(f"{got:,} of the {asked:,} {what} images asked for")
+    if not parts:
+        return ""
+    return (
+        f"only {' and '.join(parts)} are in the cache {found} (a complete CIFAR-10 has "
+        f"{NUM_TRAIN:,} and {NUM_TEST:,}). {_remedy(found)}"
+    )
+
+
 def load_cifar10(
     *,
     source: str = "auto",
@@ -494,8 +562,12 @@ def load_cifar10(
                 )
         if found is not None:
             arrays = _finish(read_cached(found), sizes, normalize)
+            shortfall = _shortfall(arrays, sizes, found)
             text = f"CIFAR-10 (real data, parsed from {found})"
-            return CifarData(*arrays, CLASS_NAMES, text, False)
+            if shortfall:
+                print(f"WARNING: {shortfall}")
+                text += f"; SHORT: {shortfall}"
+            return CifarData(*arrays, CLASS_NAMES, text, False, shortfall)
         if source == "cifar10":
             raise FileNotFoundError(
                 f"CIFAR-10 is not in {keras_datasets_dir(cache_dir)} and the network is off"

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from utils.bench import CacheLevel, format_bytes
 from utils.systolic import Snapshot
@@ -71,7 +72,7 @@ def plot_working_set(
     ax.set_xticks(ticks, [format_bytes(s) for s in ticks], rotation=30)
     ax.set_xlabel("working set (source + destination)")
     ax.set_ylabel("copy bandwidth, GB/s")
-    ax.set_title("Memory-bound throughput falls off at each cache size")
+    ax.set_title("Copy bandwidth vs working set (dashed: reported cache sizes)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
@@ -102,25 +103,71 @@ def plot_roofline(
     # One colour and marker per kind of operation (the label's first word); each point labelled.
     styles = [("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"), ("tab:purple", "D")]
     kinds: dict[str, tuple[str, str]] = {}
-    for i, (label, intensity, gflops) in enumerate(points):
+    for label, intensity, gflops in points:
         kind = label.split()[0]
         first = kind not in kinds
         color, marker = kinds.setdefault(kind, styles[len(kinds) % len(styles)])
         ax.loglog(intensity, gflops, marker, color=color, ms=7, label=kind if first else None)
-        ax.annotate(
-            label,
-            (intensity, gflops),
-            textcoords="offset points",
-            xytext=(5, -9 if i % 2 == 0 else 4),
-            fontsize=7,
-        )
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(
+        min(min((p[2] for p in points), default=1.0) / 3, peak_gflops / 100), peak_gflops * 2.5
+    )
     ax.set_xlabel("arithmetic intensity, FLOP per byte moved")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    _place_labels(ax, points)  # after the layout is final: boxes are measured in pixels
     return fig
+
+
+def _place_labels(ax: Axes, points: Sequence[tuple[str, float, float]], fontsize: int = 7) -> None:
+    """Label each point without two labels overlapping each other or leaving the axes.
+
+    Candidate spots are tried nearest first: right of the point, left of it, then one text line
+    further up or down each time; the first spot whose box is inside the axes and clear of the
+    labels already placed wins (a thin leader line marks a label that had to move away). Boxes
+    are measured in pixels with the figure's renderer, so call this after the layout is final.
+    """
+    renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    frame = ax.get_window_extent(renderer)
+    placed: list = []
+    line = fontsize * 1.35  # points
+    spots = [(side, k) for k in range(0, 12) for side in ("right", "left")]
+    spots = [(side, d) for side, k in spots for d in ((k,) if k == 0 else (k, -k))]
+    for label, x, y in sorted(points, key=lambda p: (p[1], -p[2])):
+        chosen = None
+        for side, d in spots:
+            dx, ha = (5, "left") if side == "right" else (-5, "right")
+            ann = ax.annotate(
+                label,
+                (x, y),
+                textcoords="offset points",
+                xytext=(dx, d * line),
+                fontsize=fontsize,
+                ha=ha,
+                va="center",
+                arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5} if abs(d) > 1 else None,
+            )
+            ann.update_positions(renderer)  # where the offset puts the text
+            box = Text.get_window_extent(ann, renderer).expanded(1.04, 1.15)  # text, not arrow
+            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            if inside and not any(box.overlaps(other) for other in placed):
+                chosen = box
+                break
+            ann.remove()
+        if chosen is None:  # nowhere free: keep the nearest spot, overlapping
+            ax.annotate(
+                label,
+                (x, y),
+                textcoords="offset points",
+                xytext=(5, 0),
+                fontsize=fontsize,
+                va="center",
+            )
+        else:
+            placed.append(chosen)
 
 
 def plot_systolic_snapshots(

@@ -58,10 +58,12 @@ __all__ = [
 # Distributions whose versions are reported, in display order.
 FRAMEWORKS: tuple[str, ...] = (
     "tensorflow",
+    "tensorflow-cpu",  # Kaggle's TPU image: importable as `tensorflow`, no TPU kernels
     "tensorflow-tpu",
     "torch",
     "torch_xla",
     "jax",
+    "keras",
     "libtpu",
 )
 
@@ -471,28 +473,49 @@ def _major_minor(version: str | None) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+_TF_TPU_OPT_IN = (
+    "Installing tensorflow-tpu over this runtime's libtpu is an explicit opt-in, "
+    "bootstrap.prepare(..., install_tensorflow_tpu=True): Colab's maintainers warn it may break "
+    "the other frameworks (googlecolab/colabtools#5174)."
+)
+
+
 def _framework_hints(rt_tpu: TPUInfo | None, fw: Mapping[str, str | None]) -> list[str]:
     hints = []
-    tf = fw.get("tensorflow") or fw.get("tensorflow-tpu")
+    tf_tpu, tf_cpu, tf_plain = (
+        fw.get("tensorflow-tpu"),
+        fw.get("tensorflow-cpu"),
+        fw.get("tensorflow"),
+    )
+    tf = tf_plain or tf_cpu or tf_tpu
+    jax_route = (
+        f"Keras 3 + JAX runs on this TPU as installed (jax {fw['jax']}): notebook 02."
+        if fw.get("jax") and fw.get("libtpu")
+        else f"jax {fw['jax']} is installed without libtpu: `pip install 'jax[tpu]'` for the TPU."
+        if fw.get("jax")
+        else "Keras 3 + JAX needs `pip install 'jax[tpu]'` here."
+    )
     if rt_tpu is not None and rt_tpu.mode == "vm":
         if rt_tpu.generation == "tpu7x":
             hints.append("TensorFlow does not support TPU7x (Cloud TPU docs): use JAX or PyTorch.")
-        elif not tf:
+        elif tf_tpu:
+            if not fw.get("libtpu"):
+                hints.append(
+                    f"tensorflow-tpu {tf_tpu} is installed but libtpu is not: install "
+                    "the libtpu version it requires (see notebook 01)."
+                )
+        elif tf_cpu or tf_plain:
+            dist = "tensorflow-cpu" if tf_cpu else "tensorflow"
             hints.append(
-                "TensorFlow is not installed on this TPU runtime: install tensorflow-tpu with a "
-                "matching libtpu (see notebook 01)."
+                f"{dist} {tf} is installed without tensorflow-tpu: `import tensorflow` works but "
+                'it has no TPU kernels (initialize_tpu_system fails with "No OpKernel was '
+                "registered to support Op 'ConfigureDistributedTPU'\"), so TPUStrategy cannot "
+                f"use this TPU. {jax_route} {_TF_TPU_OPT_IN}"
             )
-        elif not fw.get("tensorflow-tpu"):
+        else:
             hints.append(
-                f"Plain tensorflow {tf} is installed without tensorflow-tpu: it has no TPU "
-                'kernels (initialize_tpu_system fails with "No OpKernel was registered to '
-                "support Op 'ConfigureDistributedTPU'\"). Install tensorflow-tpu with a matching "
-                "libtpu (see notebook 01)."
-            )
-        elif not fw.get("libtpu"):
-            hints.append(
-                f"tensorflow-tpu {fw['tensorflow-tpu']} is installed but libtpu is not: install "
-                "the libtpu version it requires (see notebook 01)."
+                f"TensorFlow is not installed on this TPU runtime (Colab's TPU image has none "
+                f"since March 2025). {jax_route} {_TF_TPU_OPT_IN}"
             )
         hints.append(
             "One process owns the TPU: restart the runtime between TF and torch_xla (or JAX) "
@@ -558,12 +581,18 @@ def _accelerator_hint(platform: str, tpu: TPUInfo | None, gpus: tuple[str, ...],
 # --------------------------------------------------------------------------- public API
 
 
+# Variables only the hosted notebook services set. COLAB_TPU_ADDR is not one of them: it names a
+# legacy TPU Node, and a stray or empty copy on a laptop must not make it "Colab" (and make
+# bootstrap install packages there).
+_COLAB_MARKERS = ("COLAB_RELEASE_TAG", "COLAB_BACKEND_VERSION", "COLAB_JUPYTER_IP", "COLAB_GPU",
+                  "COLAB_TPU_1VM")  # fmt: skip
+_KAGGLE_MARKERS = ("KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE")
+
+
 def _platform(env: Mapping[str, str]) -> str:
-    colab = ("COLAB_RELEASE_TAG", "COLAB_GPU", "COLAB_TPU_1VM", "COLAB_TPU_ADDR",
-             "COLAB_BACKEND_VERSION", "COLAB_JUPYTER_IP")  # fmt: skip
-    if any(key in env for key in colab):
+    if any(env.get(key, "").strip() for key in _COLAB_MARKERS):
         return "colab"
-    if "KAGGLE_KERNEL_RUN_TYPE" in env or "KAGGLE_URL_BASE" in env:
+    if any(env.get(key, "").strip() for key in _KAGGLE_MARKERS):
         return "kaggle"
     return "local"
 

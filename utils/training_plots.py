@@ -39,8 +39,12 @@ def plot_predictions(
     *,
     rows: int = 3,
     cols: int = 8,
+    title: str = "",
 ) -> Figure:
-    """Images titled with the predicted class; wrong ones in red, the true class in brackets."""
+    """Images titled with the predicted class; wrong ones in red, the true class in brackets.
+
+    ``title``: the figure's title; say what the model was trained on (e.g. "STAND-IN data").
+    """
     fig, axes = plt.subplots(rows, cols, figsize=(1.6 * cols, 1.8 * rows))
     for i, ax in enumerate(np.ravel(axes)):
         ax.axis("off")
@@ -52,6 +56,8 @@ def plot_predictions(
         if not ok:
             text += f"\n({class_names[int(labels[i])]})"
         ax.set_title(text, fontsize=8, color="black" if ok else "red")
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig
 
@@ -63,8 +69,11 @@ def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, num_classes: i
     return cm
 
 
-def plot_confusion(cm: np.ndarray, class_names: Sequence[str]) -> Figure:
-    """The confusion matrix as an image, rows = true class, columns = predicted, with counts."""
+def plot_confusion(cm: np.ndarray, class_names: Sequence[str], *, title: str = "") -> Figure:
+    """The confusion matrix as an image, rows = true class, columns = predicted, with counts.
+
+    ``title``: the axes' title; say what the model was trained on (e.g. "STAND-IN data").
+    """
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
     im = ax.imshow(cm, cmap="Blues")
     ticks = np.arange(len(class_names))
@@ -84,5 +93,7 @@ def plot_confusion(cm: np.ndarray, class_names: Sequence[str]) -> Figure:
             color="white" if v > threshold else "black",
         )
     fig.colorbar(im, ax=ax, fraction=0.046)
+    if title:
+        ax.set_title(title)
     fig.tight_layout()
     return fig

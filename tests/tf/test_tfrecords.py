@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -185,3 +188,103 @@ def test_recommended_shards_stay_within_the_size_bounds_for_a_big_data_set(hosts
 def test_recommended_num_shards_rejects_a_cap_below_the_floor():
     with pytest.raises(ValueError, match="min_shard_bytes <= max_shard_bytes"):
         tfrecords.recommended_num_shards(10**9, min_shard_bytes=2**20, max_shard_bytes=2**19)
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 16: litter of killed writers, superseded shards, malformed manifests
+# --------------------------------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return int(proc.stdout)
+
+
+def test_stale_temporaries_of_killed_writers_are_cleaned(tmp_path, arrays):
+    """Before: a killed writer's .tmp-PID file stayed forever."""
+    images, labels = arrays
+    dead = _dead_pid()
+    stale = [f"train-00001-of-00003.tfrecord.tmp-{dead}", f"{tfrecords.MANIFEST}.tmp-{dead}"]
+    live = f"train-00002-of-00003.tfrecord.tmp-{os.getppid()}"  # a running writer's
+    foreign = f"notes.txt.tmp-{dead}"  # not ours: left alone
+    for name in [*stale, live, foreign]:
+        (tmp_path / name).write_bytes(b"partial")
+    tfrecords.write_shards(images, labels, tmp_path, num_shards=3)
+    names = set(os.listdir(tmp_path))
+    assert not names & set(stale)
+    assert live in names and foreign in names
+    np.testing.assert_array_equal(tfrecords.read_arrays(tmp_path)[0], images)
+
+
+def test_rewrite_with_fewer_shards_removes_the_superseded_ones(tmp_path, arrays):
+    """Before: the old 5 shards stayed next to the new 2, and a train-* glob read both."""
+    images, labels = arrays
+    tfrecords.write_shards(images, labels, tmp_path, num_shards=5)
+    (tmp_path / "train-notes.txt").write_text("a user's file, not a shard")
+    tfrecords.write_shards(images[:10], labels[:10], tmp_path, num_shards=2)
+    glob = sorted(p.name for p in tmp_path.glob("train-*.tfrecord"))
+    assert glob == ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+    assert (tmp_path / "train-notes.txt").exists()
+    # Another prefix in the same folder is another data set: untouched.
+    tfrecords.write_shards(images[:4], labels[:4], tmp_path / "x", num_shards=1, prefix="test")
+    tfrecords.write_shards(images[:4], labels[:4], tmp_path / "x", num_shards=2, prefix="train")
+    assert (tmp_path / "x" / "test-00000-of-00001.tfrecord").exists()
+
+
+def test_failed_rewrite_keeps_nothing_half_new(tmp_path, arrays, monkeypatch):
+    """The superseded shards go only after a successful write (the manifest is gone before)."""
+    images, labels = arrays
+    tfrecords.write_shards(images, labels, tmp_path, num_shards=5)
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(tfrecords, "encode_example", boom)
+    with pytest.raises(OSError, match="injected"):
+        tfrecords.write_shards(images, labels, tmp_path, num_shards=2)
+    assert len(list(tmp_path.glob("train-*-of-00005.tfrecord"))) == 5  # not deleted early
+    assert tfrecords.MANIFEST not in os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{", "not valid JSON"),
+        ("[]", "expected a JSON object"),
+        ("{}", "missing encoding, image_shape, shards"),
+        (None, "shards[0].records"),
+        ("file:../../etc/passwd", "is not a file name in this folder"),
+        ("shape:[8, 8]", "image_shape"),
+        ("encoding:jpeg", "encoding 'jpeg'"),
+    ],
+)
+def test_malformed_manifest_is_a_shard_error(shards, text, problem):
+    """Before: a raw JSONDecodeError or KeyError."""
+    path = os.path.join(shards, tfrecords.MANIFEST)
+    doc = json.loads(open(path).read())
+    if text is None:
+        del doc["shards"][0]["records"]
+        text = json.dumps(doc)
+    elif text.startswith("file:"):
+        doc["shards"][0]["file"] = text[5:]
+        text = json.dumps(doc)
+    elif text.startswith("shape:"):
+        doc["image_shape"] = json.loads(text[6:])
+        text = json.dumps(doc)
+    elif text.startswith("encoding:"):
+        doc["encoding"] = text[9:]
+        text = json.dumps(doc)
+    with open(path, "w") as fh:
+        fh.write(text)
+    with pytest.raises(tfrecords.ShardError, match="malformed") as info:
+        tfrecords.load_manifest(shards)
+    assert problem in str(info.value) and "Write the shards again" in str(info.value)
+    with pytest.raises(tfrecords.ShardError):
+        tfrecords.read_arrays(shards)

@@ -339,3 +339,105 @@ def test_virtual_cpus_in_a_fresh_interpreter():
     assert out["again_replicas"] == 8
     assert out["conflict"] and "Restart the kernel" in out["conflict"]
     assert "8 logical CPU devices" in out["conflict"] and "4 virtual" in out["conflict"]
+
+
+# --------------------------------------------------------------------------- issue 16, item 1
+
+SILENT_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time, warnings
+    from utils import runtime
+    from utils.tf import strategies, tpu_connect
+    import tensorflow as tf
+
+    address, mode = sys.argv[1], sys.argv[2]
+    rt = runtime.Runtime(platform="local", accelerator="cpu", tpu=None, gpus=(),
+                         cpu_model="test", cpu_cores=2, cpu_features=(), frameworks={})
+    out = {}
+    start = time.monotonic()
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            s = strategies.get_strategy(tpu_address=address, runtime=rt, timeout_s=3.0,
+                                        allow_cpu_fallback=(mode == "fallback"))
+        out["kind"] = strategies.strategy_kind(s)
+        # The first TensorFlow operation after the failed connection: it hung before the fix.
+        out["sum"] = float(tf.reduce_sum(tf.ones((4, 4))).numpy())
+    except tpu_connect.TPUConnectionError as exc:
+        out["why"] = exc.why
+        out["process_unusable"] = exc.process_unusable
+        out["sum"] = float(tf.reduce_sum(tf.ones((4, 4))).numpy())
+    out["seconds"] = time.monotonic() - start
+    children = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            children += f.read().split()
+    out["children"] = children
+    print("RESULT " + json.dumps(out), flush=True)
+    os._exit(0)
+    """
+)
+
+
+@pytest.fixture
+def silent_listener():
+    """A loopback port that accepts TCP connections (the kernel's backlog) but never answers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"grpc://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _run_silent(address: str, mode: str) -> dict:
+    code = SILENT_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{address!r}, {mode!r}")
+    return fresh_process.run_python_json(code, timeout_s=300)  # the bound: never a hang
+
+
+def test_silent_tpu_address_then_cpu_fallback_still_trains(silent_listener):
+    out = _run_silent(silent_listener, "fallback")
+    assert out["kind"] == "default"  # the fallback was taken ...
+    assert out["sum"] == 16.0  # ... and TensorFlow still runs afterwards
+    assert out["children"] == []  # the probe process is gone
+
+
+def test_silent_tpu_address_without_fallback_fails_clearly_and_harmlessly(silent_listener):
+    out = _run_silent(silent_listener, "strict")
+    assert "did not answer as a TPU" in out["why"]
+    assert out["process_unusable"] is False
+    assert out["sum"] == 16.0
+    assert out["children"] == []
+
+
+def test_fallback_is_refused_when_tensorflow_may_still_wait(monkeypatch):
+    def stuck(*args, **kwargs):
+        raise tpu_connect.TPUConnectionError(
+            "connecting",
+            "connecting did not finish within 1.0 s",
+            "Restart the runtime",
+            process_unusable=True,
+        )
+
+    monkeypatch.setattr(strategies, "connect_tpu", stuck)
+    with pytest.raises(tpu_connect.TPUConnectionError, match="CPU fallback is refused") as info:
+        strategies.get_strategy(
+            tpu_address="grpc://127.0.0.1:1", runtime=fake_runtime(), allow_cpu_fallback=True
+        )
+    assert info.value.process_unusable and "Restart the runtime" in info.value.fix
+
+
+@pytest.mark.parametrize("value", [2.5, "8", True])
+def test_virtual_cpus_of_the_wrong_type_is_named(value):
+    with pytest.raises(TypeError, match="virtual_cpus must be a whole number"):
+        strategies.get_strategy(virtual_cpus=value, runtime=fake_runtime())
+
+
+def test_install_advice_takes_libtpu_from_pypi():
+    err = tpu_connect.explain_tpu_error(
+        tf.errors.NotFoundError(None, None, "No OpKernel ... 'ConfigureDistributedTPU'"),
+        tried="x",
+        tensorflow_tpu_version="",
+        lockfile_exists=False,
+    )
+    assert "pip install tensorflow-tpu==" in err.fix
+    assert "-f " not in err.fix and "libtpu-tf-releases" not in err.fix
+    assert "5228" not in err.fix

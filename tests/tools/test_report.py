@@ -200,3 +200,109 @@ def test_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="refusing to overwrite"):
         report.write_report([root], target, charts=False)
     assert target.read_bytes() == before
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 16: unlike runs marked, labels escaped, impossible values and future times, file mode
+# --------------------------------------------------------------------------------------------
+
+from utils import results  # noqa: E402
+
+CPU_RT = {"platform": "local", "accelerator": "cpu", "cpu_model": "Test CPU", "cpu_cores": 2}
+TPU_RT = {"platform": "colab", "accelerator": "tpu", "tpu": {"accelerator_type": "v5e-1"}}
+
+
+def _two_runs(tmp_path: Path, cpu_kw: dict, tpu_kw: dict) -> Path:
+    root = tmp_path / "res"
+    metrics = {"images_per_s": (100.0, "img/s")}
+    results.record("04_nb", metrics, out_dir=root / "cpu", runtime=CPU_RT, **cpu_kw)
+    metrics = {"images_per_s": (1000.0, "img/s")}
+    results.record("04_nb", metrics, out_dir=root / "tpu", runtime=TPU_RT, **tpu_kw)
+    return root
+
+
+def test_runs_that_differ_in_parameters_or_data_are_marked(tmp_path: Path) -> None:
+    """Before: a stand-in CPU run and a real-data TPU run were put side by side unmarked."""
+    root = _two_runs(
+        tmp_path,
+        {"parameters": {"EPOCHS": 5, "TRAIN_IMAGES": 8000}, "data_source": "standin"},
+        {"parameters": {"EPOCHS": 10, "TRAIN_IMAGES": 8000}, "data_source": "cifar10"},
+    )
+    out = tmp_path / "report.md"
+    assert report.main([str(root), "--out", str(out), "--no-charts"]) == 0
+    text = out.read_text()
+    assert "| images_per_s | img/s | 100 | 1,000 (×10.0) † |" in text
+    assert "Data: cpu: Test CPU x 2: standin; tpu: v5e-1: cifar10." in text
+    assert (
+        "- † 'tpu: v5e-1' ran differently from 'cpu: Test CPU x 2' "
+        "(data cifar10 vs standin; EPOCHS 10 vs 5): not like for like" in text
+    )
+
+
+def test_like_runs_are_not_marked(tmp_path: Path) -> None:
+    same = {"parameters": {"EPOCHS": 5}, "data_source": "standin"}
+    root = _two_runs(tmp_path, same, same)
+    collection = report.collect([root])
+    assert report.setup_differences(collection, "04_nb", "cpu: Test CPU x 2") == {}
+    text = report.render(collection, "cpu: Test CPU x 2", None)
+    assert "†" not in text
+    # One run without parameters (an older file) is marked too: nobody knows what it ran.
+    root2 = _two_runs(tmp_path / "b", same, {})
+    diffs = report.setup_differences(report.collect([root2]), "04_nb", "cpu: Test CPU x 2")
+    assert diffs["tpu: v5e-1"] == [
+        "data not recorded vs standin",
+        "parameters recorded by one run only",
+    ]
+
+
+def test_a_hostile_machine_label_cannot_break_the_report(tmp_path: Path) -> None:
+    """Before: '|' split the table and a newline injected a '## ...' heading."""
+    root = _copy_fixtures(tmp_path)
+    path = root / "tpu" / "03_training.json"
+    doc = json.loads(path.read_text())
+    for p in (root / "tpu").glob("*.json"):
+        d = json.loads(p.read_text())
+        d["machine"] = "tpu: evil | col\n## Injected heading\n$x$"
+        d["runtime"]["platform"] = "a|b"
+        p.write_text(json.dumps(d))
+    del doc
+    out = tmp_path / "report.md"
+    assert report.main([str(root), "--out", str(out)]) == 0  # charts too ($ is no mathtext)
+    text = out.read_text()
+    assert "\n## Injected heading" not in text
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert all("Injected" not in h for h in headings)
+    for line in text.splitlines():
+        if line.startswith("| metric"):
+            # 2 fixed columns + 2 machines: the escaped '|' does not add a column
+            assert len(line.replace("\\|", "").split("|")) == 2 + 4
+    assert "tpu: evil \\| col ## Injected heading $x$" in text
+
+
+def test_far_future_file_does_not_win_a_duplicate(tmp_path: Path) -> None:
+    root = _copy_fixtures(tmp_path)
+    fake = json.loads((root / "tpu" / "03_training.json").read_text())
+    fake["created"] = "2999-01-01T00:00:00+00:00"
+    fake["metrics"]["epoch_time"]["value"] = 0.001
+    (root / "tpu-fake").mkdir()
+    (root / "tpu-fake" / "03_training.json").write_text(json.dumps(fake))
+    collection = report.collect([root])
+    rows = {(r.notebook, r.metric): r for r in report.comparison(collection, CPU)}
+    assert rows[("03_training", "epoch_time")].values[TPU] == 4.8
+    assert any("in the future" in e.problem for e in collection.rejected)
+
+
+def test_negative_rate_is_rejected(tmp_path: Path) -> None:
+    root = _copy_fixtures(tmp_path)
+    path = root / "tpu" / "02_pipelines.json"
+    doc = json.loads(path.read_text())
+    doc["metrics"]["tuned_images_per_s"]["value"] = -20000.0
+    path.write_text(json.dumps(doc))
+    collection = report.collect([root])
+    assert any("negative rate" in e.problem for e in collection.rejected)
+
+
+def test_report_is_world_readable(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    assert report.main([str(FIXTURES), "--out", str(out), "--no-charts"]) == 0
+    assert out.stat().st_mode & 0o777 == 0o644

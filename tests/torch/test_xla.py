@@ -1,7 +1,7 @@
 """Tests for utils.torch.xla and utils.torch.models on the XLA CPU device (``PJRT_DEVICE=CPU``).
 
 torch_xla reads ``PJRT_DEVICE`` when its runtime starts, so it is set before the import. The
-multi-device test runs the launcher, which starts its own process with ``CPU_NUM_DEVICES=2``.
+multi-device (SPMD) tests are in test_torch_launch.py and run in fresh processes.
 """
 
 from __future__ import annotations
@@ -63,13 +63,6 @@ def test_describe_device_leaves_an_unopened_tpu_alone() -> None:
     text, started = run_python_json(code, env=env, timeout_s=120)
     assert not started
     assert "not opened yet (v5e-1, 1 chip(s)" in text
-
-
-def test_launch_refuses_when_this_process_holds_the_tpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    xla.device()  # the runtime is running in this process
-    monkeypatch.setenv("PJRT_DEVICE", "TPU")
-    with pytest.raises(RuntimeError, match="already holds the TPU"):
-        xla.launch_data_parallel(*_images(8), cpu_devices=2, batch_size=4)
 
 
 def test_choose_pjrt_device_keeps_a_preset_value() -> None:
@@ -152,7 +145,7 @@ def test_training_lowers_the_loss_on_a_tiny_set() -> None:
     dev = xla.device()
     torch.manual_seed(0)
     model = SeedCNN().to(dev)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     y = np.arange(32) % 4  # learnable: the class sets the image's brightness
     x = np.broadcast_to((40 + 50 * y)[:, None, None, None], (32, 32, 32, 3)).astype(np.uint8)
     loader = xla.make_loader(x, y, batch_size=32, drop_last=True)
@@ -172,12 +165,35 @@ def test_eager_cpu_path_runs_the_same_loop() -> None:
     assert log.steps == 2 and len(log.losses) == 2
 
 
-def test_data_parallel_replicas_end_with_identical_weights() -> None:
-    x, y = _images(64, seed=2)
-    result = xla.launch_data_parallel(x, y, cpu_devices=2, batch_size=8, epochs=1, timeout_s=300)
-    assert [r.ordinal for r in result.replicas] == [0, 1]
-    assert all(r.world_size == 2 and r.global_batch == 16 for r in result.replicas)
-    assert sum(r.shard_size for r in result.replicas) == 64
-    assert all(r.steps == 4 for r in result.replicas)
-    assert result.identical_weights
-    assert result.replicas[0].first_loss != result.replicas[1].first_loss  # different shards
+def test_metrics_report_the_persistent_cache_counters() -> None:
+    summary = xla.metrics_summary()
+    for key in ("persistent_cache_hit", "persistent_cache_miss", "persistent_cache_load_failure"):
+        assert summary[key] == 0  # no cache in this process
+
+
+def test_simulated_devices_cannot_change_once_the_runtime_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    xla.device()  # the runtime is running with one CPU device
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    assert xla.ensure_simulated_devices(1) == 1  # what it has: fine
+    with pytest.raises(RuntimeError, match="already started with 1 CPU device.*Restart"):
+        xla.ensure_simulated_devices(4)
+    with pytest.raises(ValueError):
+        xla.ensure_simulated_devices(0)
+
+
+def test_enable_spmd_refuses_after_the_device_was_used() -> None:
+    import torch_xla.runtime as xr
+
+    torch.ones(2, device=xla.device())
+    with pytest.raises(xla.SpmdTooLateError, match="before anything touches the XLA device"):
+        xla.enable_spmd()
+    assert not xr.is_spmd()  # refused before torch_xla changed anything
+
+
+def test_matmul_rate_is_positive_on_xla_and_eager() -> None:
+    assert xla.matmul_flops_per_s(xla.device(), n=64, reps=2) > 0
+    assert xla.matmul_flops_per_s(torch.device("cpu"), n=64, reps=2) > 0
+    with pytest.raises(ValueError):
+        xla.matmul_flops_per_s(torch.device("cpu"), n=0)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import tensorflow as tf
-
 from utils import runtime as runtime_mod
-from utils.tf.tpu_connect import TPUConnectionError, connect_tpu
+
+# tpu_connect imports TensorFlow with its C++ start-up banners dropped (utils.native_logs).
+from utils.tf.tpu_connect import TPUConnectionError, connect_tpu, tf
 
 __all__ = [
     "CPUFallbackWarning",
@@ -111,7 +111,10 @@ def get_strategy(
     - TPU found (or ``tpu_address`` given): ``tf.distribute.TPUStrategy`` after
       :func:`connect_tpu`. If connecting fails, :class:`TPUConnectionError` is raised, unless
       ``allow_cpu_fallback=True``: then a banner is printed and a :class:`CPUFallbackWarning`
-      issued, and the CPU path below is taken.
+      issued, and the CPU path below is taken. The fallback is refused (the error is raised,
+      saying to restart the runtime) when TensorFlow in this process may still be waiting for
+      the TPU: a CPU run would hang there. ``connect_tpu`` tries remote addresses in a child
+      process first, so this only happens when the TPU answered that probe and then stalled.
     - Several GPUs visible to TensorFlow: ``MirroredStrategy``; one GPU:
       ``OneDeviceStrategy('/gpu:0')``. A GPU that ``utils.runtime`` sees but TensorFlow does not
       (a CPU-only TensorFlow build) is treated like a failed TPU connection.
@@ -130,9 +133,17 @@ def get_strategy(
     Raises:
         TPUConnectionError: a TPU was found but not connected, and no fallback was allowed.
         VirtualDevicesError: TensorFlow already runs with a different number of CPU devices.
+        TypeError: ``virtual_cpus`` is not a whole number (e.g. ``2.5`` or ``True``).
         ValueError: ``virtual_cpus`` below 1.
     """
-    if virtual_cpus is not None and (isinstance(virtual_cpus, bool) or virtual_cpus < 1):
+    if virtual_cpus is not None and (
+        isinstance(virtual_cpus, bool) or not isinstance(virtual_cpus, int)
+    ):
+        raise TypeError(
+            f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r} "
+            f"({type(virtual_cpus).__name__}): it is how many devices to split the CPU into."
+        )
+    if virtual_cpus is not None and virtual_cpus < 1:
         raise ValueError(f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r}")
     rt = runtime_mod.detect() if runtime is None else runtime
 
@@ -145,6 +156,14 @@ def get_strategy(
         except TPUConnectionError as exc:
             if not allow_cpu_fallback:
                 raise
+            if exc.process_unusable:
+                raise TPUConnectionError(
+                    exc.tried,
+                    f"{exc.why} The CPU fallback is refused: TensorFlow in this process is "
+                    "still waiting for the TPU, so training on the CPU would hang.",
+                    exc.fix,
+                    process_unusable=True,
+                ) from exc
             _loud_fallback(str(exc))
         else:
             strategy = tf.distribute.TPUStrategy(resolver)

@@ -5,8 +5,12 @@ each a sequence of serialized ``tf.train.Example`` records with the features of 
 plus a ``manifest.json`` that lists every shard with its record count and size in bytes.
 
 Writing is atomic per shard: each shard is written under a temporary name and renamed when it is
-complete, and the manifest is written last. A crash leaves at worst a ``.tmp`` file and no
-manifest, never a complete-looking shard with records missing.
+complete, and the manifest is written last. A crash leaves at worst a ``.tmp-PID`` file and no
+manifest, never a complete-looking shard with records missing. The next write in that folder
+removes such temporaries of writers that no longer run (local folders; on a bucket they are left
+alone, since the writer may run on another host), and once its manifest is in place it deletes
+the shards of the same prefix that the manifest does not list (a rewrite with fewer shards), so
+a ``train-*`` glob sees only the current shards.
 
 Reading (:func:`read_dataset`) interleaves several shards at once (``cycle_length`` files open,
 ``block_length`` records from each in turn, ``num_parallel_calls`` reader threads), checks each
@@ -183,6 +187,63 @@ def _write_one_shard(path: str, records: Iterable[bytes]) -> int:
     return count
 
 
+_TMP_PATTERN = re.compile(r"^(?P<base>.+)\.tmp-(?P<pid>\d+)$")
+
+
+def _pid_running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _shard_pattern(prefix: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(prefix)}-\d{{5}}-of-\d{{5}}{re.escape(SHARD_SUFFIX)}$")
+
+
+def remove_stale_temporaries(out_dir: str | os.PathLike[str], prefix: str = "train") -> list[str]:
+    """Delete ``.tmp-PID`` files of killed writers (shards of ``prefix`` and the manifest).
+
+    Only in a local folder, and only when process PID is not running on this machine (a live
+    writer's temporary is left alone). Returns the paths removed.
+    """
+    out = os.fspath(out_dir)
+    if "://" in out or not os.path.isdir(out):
+        return []
+    shard = _shard_pattern(prefix)
+    removed = []
+    for name in os.listdir(out):
+        m = _TMP_PATTERN.match(name)
+        if not m or not (shard.match(m["base"]) or m["base"] == MANIFEST):
+            continue
+        if not _pid_running(int(m["pid"])):
+            path = os.path.join(out, name)
+            try:
+                os.remove(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def _remove_superseded(out: str, prefix: str, keep: Iterable[str]) -> list[str]:
+    """Delete shards of ``prefix`` in ``out`` that are not in ``keep`` (basenames)."""
+    keep = set(keep)
+    shard = _shard_pattern(prefix)
+    removed = []
+    for path in tf.io.gfile.glob(os.path.join(out, f"{prefix}-*{SHARD_SUFFIX}")):
+        name = os.path.basename(path)
+        if shard.match(name) and name not in keep:
+            tf.io.gfile.remove(path)
+            removed.append(path)
+    return removed
+
+
 def write_shards(
     images: np.ndarray,
     labels: np.ndarray,
@@ -196,7 +257,9 @@ def write_shards(
 
     Example ``i`` goes to shard ``i % num_shards`` (every shard gets a mix of the whole array, so
     reading a few shards first does not mean reading one class first). Returns the shard paths.
-    Existing shards with the same prefix are replaced; the manifest is written last, atomically.
+    Existing shards with the same prefix are replaced; the manifest is written last, atomically;
+    then shards of the same prefix from an earlier write that it does not list are deleted, and
+    so are temporaries that killed writers left (see :func:`remove_stale_temporaries`).
     """
     images = np.asarray(images)
     labels = np.asarray(labels)
@@ -208,6 +271,7 @@ def write_shards(
         raise ValueError(f"num_shards must be in [1, {len(images)}]; got {num_shards}")
     out = os.fspath(out_dir)
     tf.io.gfile.makedirs(out)
+    remove_stale_temporaries(out, prefix)
     manifest_path = os.path.join(out, MANIFEST)
     if tf.io.gfile.exists(manifest_path):  # the old manifest would describe the old shards
         tf.io.gfile.remove(manifest_path)
@@ -234,6 +298,9 @@ def write_shards(
     with tf.io.gfile.GFile(tmp, "w") as fh:
         fh.write(json.dumps(manifest, indent=1))
     tf.io.gfile.rename(tmp, manifest_path, overwrite=True)
+    # Only now, with the new data set complete: an earlier write's extra shards would match a
+    # train-* glob (the manifest reader never looks at them, a glob does).
+    _remove_superseded(out, prefix, (s["file"] for s in shards))
     return paths
 
 
@@ -273,10 +340,54 @@ def load_manifest(data_dir: str | os.PathLike[str]) -> Manifest:
             f"{path} not found: the shards in {root} were not written completely by "
             "utils.tf.tfrecords.write_shards (it writes the manifest last). Write them again."
         )
-    with tf.io.gfile.GFile(path) as fh:
-        manifest = Manifest(json.load(fh))
+    try:
+        with tf.io.gfile.GFile(path) as fh:
+            doc = json.loads(fh.read())
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ShardError(_malformed(path, f"not valid JSON: {err}")) from err
+    if problem := _manifest_problem(doc):
+        raise ShardError(_malformed(path, problem))
+    manifest = Manifest(doc)
     manifest.root = root
     return manifest
+
+
+def _malformed(path: str, problem: str) -> str:
+    return (
+        f"{path} is malformed ({problem}): it was cut short, edited, or not written by "
+        "utils.tf.tfrecords.write_shards. Write the shards again."
+    )
+
+
+def _manifest_problem(doc: Any) -> str | None:
+    """What is wrong with a parsed manifest, or None."""
+    if not isinstance(doc, dict):
+        return f"expected a JSON object, found {type(doc).__name__}"
+    missing = [k for k in ("encoding", "image_shape", "shards") if k not in doc]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if doc["encoding"] not in ("png", "raw"):
+        return f"encoding {doc['encoding']!r} is not 'png' or 'raw'"
+    shape = doc["image_shape"]
+    if not (
+        isinstance(shape, list)
+        and len(shape) == 3
+        and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+    ):
+        return f"image_shape {shape!r} is not [H, W, C] of positive integers"
+    if not isinstance(doc["shards"], list):
+        return "shards is not a list"
+    for i, entry in enumerate(doc["shards"]):
+        if not isinstance(entry, dict):
+            return f"shards[{i}] is not an object"
+        name = entry.get("file")
+        if not isinstance(name, str) or name in ("", ".", "..") or os.path.basename(name) != name:
+            return f"shards[{i}].file {name!r} is not a file name in this folder"
+        for key in ("records", "bytes"):
+            value = entry.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return f"shards[{i}].{key} {value!r} is not a count >= 0"
+    return None
 
 
 def check_shards(manifest: Manifest) -> None:

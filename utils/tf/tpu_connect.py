@@ -11,6 +11,9 @@ PyTorch/XLA or JAX notebook. ``utils.runtime`` tells what the machine has withou
   (``ValueError: Please provide a TPU Name to connect to.``), plain ``tensorflow`` without TPU
   kernels (``No OpKernel was registered to support Op 'ConfigureDistributedTPU'``), an address
   where nothing answers, and a TPU held by another process.
+  A remote address (gRPC or a Cloud TPU name) is first tried in a child process with a time
+  limit (:func:`probe_in_child`): an address that accepts TCP but never answers as a TPU then
+  costs that child, not this process, which stays usable (a CPU fallback still trains).
 - :func:`parse_tpu_address`, :func:`resolve_target`: where to connect, with the grammar of
   :mod:`utils.tpu_address` (the same one runtime detection uses).
 - :func:`save_options`, :func:`load_options`, :func:`checkpoint_options`: SavedModel and
@@ -21,19 +24,26 @@ Choosing a ``tf.distribute`` strategy is :mod:`utils.tf.strategies`.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
-import tensorflow as tf
-
-from utils import bootstrap, tpu_address
+from utils import bootstrap, native_logs, tpu_address
 from utils import runtime as runtime_mod
 from utils.tpu_address import DEFAULT_TPU_PORT
+
+with native_logs.filtered_stderr():  # the oneDNN banner and cuInit line, not errors
+    import tensorflow as tf
+
+    tf.config.list_physical_devices()  # device discovery: where the cuInit line is written
 
 # Keep TensorFlow's Python INFO lines (e.g. "Using MirroredStrategy with devices ...") out of
 # notebook output; warnings and errors still show.
@@ -41,6 +51,7 @@ tf.get_logger().setLevel("ERROR")
 
 __all__ = [
     "DEFAULT_TPU_PORT",
+    "INSTALL_TENSORFLOW_TPU",
     "LIBTPU_LOCKFILE",
     "RESTART",
     "TPUConnectionError",
@@ -51,6 +62,7 @@ __all__ = [
     "explain_tpu_error",
     "load_options",
     "parse_tpu_address",
+    "probe_in_child",
     "resolve_target",
     "save_options",
 ]
@@ -62,6 +74,15 @@ RESTART = (
     "Restart the runtime (Colab: Runtime > Restart session; Kaggle: Run > Restart & clear cell "
     "outputs; Jupyter: Kernel > Restart), or end the other process"
 )
+
+INSTALL_TENSORFLOW_TPU = f"pip install tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"
+"""The install command for TensorFlow's TPU build. tensorflow-tpu 2.20 takes libtpu from PyPI
+(it requires ``libtpu~=0.0.14``), so no extra index is needed; pip keeps a libtpu the runtime
+already has if it fits that range, and whether TensorFlow then finds the chips depends on that
+libtpu (Kaggle dropped tensorflow-tpu in Sep 2025: a newer libtpu stopped it finding them)."""
+
+PROBE_IMPORT_ALLOWANCE_S = 120.0
+"""Extra seconds a probe child gets for importing TensorFlow (slow on a busy small machine)."""
 
 T = TypeVar("T")
 
@@ -78,8 +99,11 @@ class TPUConnectionError(RuntimeError):
         fix: what to do about it.
     """
 
-    def __init__(self, tried: str, why: str, fix: str) -> None:
+    def __init__(self, tried: str, why: str, fix: str, *, process_unusable: bool = False) -> None:
         self.tried, self.why, self.fix = tried, why, fix
+        self.process_unusable = process_unusable
+        """True when TensorFlow in this process may still be waiting on the TPU: every later
+        TensorFlow operation could block, so falling back to the CPU here would hang."""
         super().__init__(
             f"Could not connect to the TPU.\n  Tried: {tried}\n  Why:   {why}\n  Fix:   {fix}"
         )
@@ -254,10 +278,7 @@ def explain_tpu_error(
     low = text.lower()
     key = _key_line(exc)
     tf_version = tf.__version__
-    install = (
-        f"pip install tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION} "
-        f"-f {bootstrap.LIBTPU_TF_INDEX}"
-    )
+    install = INSTALL_TENSORFLOW_TPU
     busy_fix = (
         f"One process owns the TPU. {RESTART} (find it with `sudo lsof -w /dev/accel* "
         f"/dev/vfio/*` or `fuser {LIBTPU_LOCKFILE}`). A lock file left by a crashed process "
@@ -283,9 +304,11 @@ def explain_tpu_error(
                 f"{key} This TensorFlow ({tf_version}) was built without TPU kernels: plain "
                 "`tensorflow` cannot drive a TPU, and Colab's TPU runtimes stopped preinstalling "
                 "TensorFlow in March 2025 (googlecolab/colabtools#5164).",
-                f"Install the TPU build with a matching libtpu: `{install}` (TensorFlow "
-                f"{bootstrap.TENSORFLOW_TPU_VERSION}; tensorflow-tpu trails tensorflow on PyPI, "
-                "and googlecolab/colabtools#5228 shows the recipe), then restart the runtime.",
+                f"Install the TPU build: `{install}` (TensorFlow "
+                f"{bootstrap.TENSORFLOW_TPU_VERSION}: tensorflow-tpu trails tensorflow on PyPI; "
+                "it takes libtpu from PyPI, libtpu~=0.0.14, and keeps the runtime's libtpu if "
+                "that fits), then restart the runtime. On a free TPU, Keras 3 with JAX needs no "
+                "install at all (notebook 02).",
             )
         if lockfile_exists:
             return TPUConnectionError(
@@ -299,17 +322,18 @@ def explain_tpu_error(
             tried,
             f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed but found no TPU: "
             "libtpu did not load, or this host has no TPU chips.",
-            "Check `ls /dev/accel* /dev/vfio` shows the chips; make tensorflow and "
-            "tensorflow-tpu the same version (pip list | grep -i tensorflow) and install libtpu "
-            f"from {bootstrap.LIBTPU_TF_INDEX}; then restart the runtime.",
+            "Check that `ls /dev/accel* /dev/vfio` shows the chips (v5e and later chips are "
+            "/dev/vfio/N); make tensorflow and tensorflow-tpu the same version (pip list | grep "
+            "-i -e tensorflow -e libtpu): a libtpu newer than the one tensorflow-tpu was built "
+            "with may not find the chips; then restart the runtime.",
         )
     if "is neither a type of a primitive operation" in low:
         return TPUConnectionError(
             tried,
             f"{key} The TPU Node runs a different TensorFlow version than this process "
             "(tensorflow/tensorflow#35700).",
-            "TPU Nodes need the client and the node on the same TensorFlow version; they are "
-            "being retired, so prefer a TPU VM (tpu='local').",
+            "TPU Nodes need the client and the node on the same TensorFlow version; the TPU Node "
+            "architecture reached end of life on 2025-04-25, so use a TPU VM (tpu='local').",
         )
     if isinstance(exc, tf.errors.UnavailableError | tf.errors.DeadlineExceededError) or (
         "failed to connect to all addresses" in low or "socket closed" in low
@@ -350,7 +374,7 @@ def _call_with_deadline(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     """Run ``fn`` in a daemon thread; raise ``TimeoutError`` if it takes over ``timeout_s``.
 
     The thread cannot be stopped: after a timeout it may still be waiting in TensorFlow, which
-    is why the error tells the user to restart the runtime.
+    is why :func:`connect_tpu` tries remote addresses in a child process first.
     """
     box: dict[str, Any] = {}
 
@@ -370,11 +394,124 @@ def _call_with_deadline(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     return box["value"]
 
 
+def _make_resolver(target: TPUTarget) -> tf.distribute.cluster_resolver.TPUClusterResolver:
+    if target.kind == "name":
+        return tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=target.tpu,
+            zone=os.environ.get("TPU_ZONE") or None,
+            project=os.environ.get("TPU_PROJECT") or None,
+        )
+    return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target.tpu)
+
+
+def _connect_and_init(resolver: tf.distribute.cluster_resolver.TPUClusterResolver) -> None:
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+
+
+_PROBE_RESULT = "TPU_PROBE_RESULT "
+
+
+def _probe_main(tpu: str, timeout_s: float) -> None:
+    """The child side of :func:`probe_in_child`: connect, print one result line, exit at once.
+
+    ``os._exit`` ends the child even while a TensorFlow thread is still waiting on the address.
+    """
+    result: dict[str, Any]
+    try:
+        target = parse_tpu_address(tpu)
+        resolver = _call_with_deadline(lambda: _make_resolver(target), timeout_s, "resolving")
+        _call_with_deadline(lambda: _connect_and_init(resolver), timeout_s, "connecting")
+        result = {"ok": True}
+    except TimeoutError as exc:
+        result = {"ok": False, "timeout": True, "message": str(exc)}
+    except BaseException as exc:
+        result = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000]}
+    sys.stdout.write(_PROBE_RESULT + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _rebuild_error(kind: str, message: str) -> BaseException:
+    """An exception like the child's, for :func:`explain_tpu_error` to classify."""
+    error_class = getattr(tf.errors, kind, None)
+    if isinstance(error_class, type) and issubclass(error_class, tf.errors.OpError):
+        return error_class(None, None, message)
+    builtin = {"ValueError": ValueError, "ImportError": ImportError, "RuntimeError": RuntimeError}
+    return builtin.get(kind, RuntimeError)(message)
+
+
+def probe_in_child(target: TPUTarget, timeout_s: float, *, tried: str) -> float:
+    """Try resolving, connecting and initialising ``target`` in a child Python process.
+
+    TensorFlow cannot abandon a connection attempt: once a process has waited on an address that
+    accepts TCP but never answers as a TPU, its later TensorFlow operations block too. A child
+    takes that risk instead. It gets ``timeout_s`` for the TPU steps (plus
+    :data:`PROBE_IMPORT_ALLOWANCE_S` to import TensorFlow) and is killed after that; no process
+    is left behind. Returns the seconds the probe took.
+
+    Raises:
+        TPUConnectionError: the child timed out or failed (mapped by :func:`explain_tpu_error`);
+            this process is unharmed (``process_unusable`` is False).
+    """
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    code = (
+        "import sys\nfrom utils.tf import tpu_connect\n"
+        "tpu_connect._probe_main(sys.argv[1], float(sys.argv[2]))\n"
+    )
+    command = [sys.executable, "-c", code, target.tpu, repr(max(timeout_s, 0.001))]
+    start = time.monotonic()
+    limit = timeout_s + PROBE_IMPORT_ALLOWANCE_S
+    child = subprocess.Popen(
+        command,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, _ = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        out = None
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()  # reap it: no zombie, no open pipes
+    took = time.monotonic() - start
+    lines = [line for line in (out or "").splitlines() if line.startswith(_PROBE_RESULT)]
+    if not lines:
+        raise TPUConnectionError(
+            tried,
+            f"a test connection in a separate process gave no answer within {limit:.0f} s "
+            f"(exit status {child.returncode}).",
+            "Check the TPU is READY and reachable; this runtime was not touched, so it is "
+            "still usable.",
+        )
+    result = json.loads(lines[-1][len(_PROBE_RESULT) :])
+    if result["ok"]:
+        return took
+    if result.get("timeout"):
+        raise TPUConnectionError(
+            tried,
+            f"{result['message']} in a separate test process: the address accepts connections "
+            "but did not answer as a TPU.",
+            "Check that the address is the TPU's (port 8470) and that the TPU is READY "
+            "(gcloud compute tpus tpu-vm list, or queued-resources list); raise timeout_s if it "
+            "is only slow. This runtime was not touched: a CPU fallback still works.",
+        )
+    raise explain_tpu_error(_rebuild_error(result["type"], result["message"]), tried=tried)
+
+
 def connect_tpu(
     address: str | None = None,
     *,
     timeout_s: float = 60.0,
     runtime: runtime_mod.Runtime | None = None,
+    probe: bool = True,
 ) -> tf.distribute.cluster_resolver.TPUClusterResolver:
     """Resolve, connect to and initialise a TPU; return the resolver for ``TPUStrategy``.
 
@@ -382,8 +519,8 @@ def connect_tpu(
 
     1. ``TPUClusterResolver(tpu=...)``: ``'local'`` on a TPU VM (the notebook runs on the TPU's
        host: Colab since 2024, Kaggle, Cloud TPU VMs); ``'grpc://host:8470'`` for a TPU Node
-       (the legacy remote TPU, ``COLAB_TPU_ADDR``); or a Cloud TPU name (``TPU_NAME``, with
-       ``TPU_ZONE`` and ``TPU_PROJECT`` when set).
+       (the legacy remote TPU, ``COLAB_TPU_ADDR``; end of life 2025-04-25); or a Cloud TPU name
+       (``TPU_NAME``, with ``TPU_ZONE`` and ``TPU_PROJECT`` when set).
     2. ``tf.config.experimental_connect_to_cluster``: for a remote TPU, makes its devices visible
        to this process (nothing to do for ``'local'``).
     3. ``tf.tpu.experimental.initialize_tpu_system``: resets the TPU and loads TensorFlow's TPU
@@ -393,13 +530,19 @@ def connect_tpu(
     Args:
         address: ``'local'``, ``'grpc://host:port'``, ``'host:port'`` or a Cloud TPU name;
             default: what :func:`utils.runtime.detect` found.
-        timeout_s: the limit for the whole call. A gRPC address is first checked with a plain
-            TCP connection; remote steps run in a watchdog thread. The local TPU VM path runs
-            in this thread (libtpu fails fast when the chips are busy).
+        timeout_s: the limit for the TPU steps. A gRPC address is first checked with a plain
+            TCP connection; then (with ``probe``) a child process tries the three steps
+            (:func:`probe_in_child`; importing TensorFlow there gets extra time), and only
+            if it succeeds does this process connect, under a watchdog thread. The local TPU
+            VM path runs in this thread (libtpu fails fast when the chips are busy).
         runtime: a :class:`utils.runtime.Runtime` (default: ``detect()``); tests pass fakes.
+        probe: try remote targets in a child process first (default). Without it a remote
+            address that never answers leaves this process's TensorFlow waiting.
 
     Raises:
-        TPUConnectionError: with what was tried, why it failed and what to do.
+        TPUConnectionError: with what was tried, why it failed and what to do. Its
+            ``process_unusable`` is True only when TensorFlow in this process may still be
+            waiting (a timeout here, after a successful probe, or with ``probe=False``).
     """
     deadline = time.monotonic() + timeout_s
 
@@ -412,33 +555,26 @@ def connect_tpu(
     if target.kind == "grpc":
         assert target.host is not None and target.port is not None
         check_reachable(target.host, target.port, left())
-
-    def make_resolver() -> tf.distribute.cluster_resolver.TPUClusterResolver:
-        if target.kind == "name":
-            return tf.distribute.cluster_resolver.TPUClusterResolver(
-                tpu=target.tpu,
-                zone=os.environ.get("TPU_ZONE") or None,
-                project=os.environ.get("TPU_PROJECT") or None,
-            )
-        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target.tpu)
-
-    def connect_and_init(resolver: tf.distribute.cluster_resolver.TPUClusterResolver) -> None:
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
+    if target.kind != "local" and probe:
+        probe_in_child(target, left(), tried=tried)
+        deadline = time.monotonic() + timeout_s  # the probe's TensorFlow import is not counted
 
     try:
         if target.kind == "local":
-            resolver = make_resolver()
-            connect_and_init(resolver)
+            resolver = _make_resolver(target)
+            _connect_and_init(resolver)
         else:
-            resolver = _call_with_deadline(make_resolver, left(), "resolving the TPU")
-            _call_with_deadline(lambda: connect_and_init(resolver), left(), "connecting")
+            resolver = _call_with_deadline(lambda: _make_resolver(target), left(), "resolving")
+            _call_with_deadline(lambda: _connect_and_init(resolver), left(), "connecting")
     except TimeoutError as exc:
         raise TPUConnectionError(
             tried,
-            f"{exc}: the TPU did not answer in time.",
-            "Check the TPU is READY and reachable, raise timeout_s if it is just slow, and "
-            "restart the runtime before trying again (TensorFlow may still be waiting).",
+            f"{exc}: the TPU did not answer in time, and TensorFlow in this process may still "
+            "be waiting for it (every later TensorFlow operation could block).",
+            "Restart the runtime (Colab: Runtime > Restart session; Jupyter: Kernel > Restart) "
+            "before any other TensorFlow work; check the TPU is READY and raise timeout_s if it "
+            "is only slow.",
+            process_unusable=True,
         ) from None
     except TPUConnectionError:
         raise

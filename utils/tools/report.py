@@ -12,25 +12,30 @@ Speed-ups are computed against the CPU run (``--baseline`` picks another machine
 none. So "x12" always means "12 times better than the CPU".
 
 Input files are only read. A malformed or foreign file is rejected with a message naming it and
-the problem, and the report says so; when two files claim the same machine and notebook, the
-newer one (by its ``created`` time) is used and the report names the one left out.
+the problem, and the report says so (also: negative times or rates, ``created`` times more than a
+day in the future); when two files claim the same machine and notebook, the newer one (by its
+``created`` time) is used and the report names the one left out.
+
+Runs of a notebook that differ in their recorded ``parameters`` or ``data_source`` (real CIFAR-10
+vs the offline stand-in) are not like for like: their values are marked ``†`` and a line under
+the table says how they differ. Text from the files (machine labels, platform, versions) is
+escaped, so a ``|`` or a line break cannot break a table or start a heading. The report is
+written 0644.
 Needs matplotlib (no pyplot: figures are drawn with the Agg canvas, whatever the backend).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from utils.results import ResultsError, ResultsFile, load
+from utils.results import ResultsError, ResultsFile, load, write_text_atomic
 
 Direction = Literal["higher", "lower"]
 
@@ -177,6 +182,56 @@ def choose_baseline(machines: Sequence[str], requested: str | None = None) -> st
     return next((m for m in machines if m.lower().startswith("cpu")), None)
 
 
+def md(text: object) -> str:
+    """Text from a results file, safe inside a Markdown table cell or list item: one line, ``|``
+    escaped (so it cannot end a cell) and no line break (so it cannot start a heading)."""
+    one_line = " ".join(str(text).split())
+    return one_line.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _fmt_param(value: object) -> str:
+    return "not recorded" if value is _MISSING else repr(value)
+
+
+_MISSING = object()
+
+
+def setup_differences(collection: Collection, notebook: str, reference: str | None) -> dict:
+    """Machine -> how its run of ``notebook`` differs from the reference machine's run.
+
+    Compared: ``data_source`` and every recorded parameter. The reference is ``reference`` (the
+    baseline) when it ran the notebook, else the first machine that did. Machines whose runs
+    match (or the reference itself) are left out; an empty dict means like for like.
+    """
+    runs = {f.machine: f for f in collection.files if f.notebook == notebook}
+    if not runs:
+        return {}
+    ref_name = reference if reference in runs else sorted(runs, key=_machine_key)[0]
+    ref = runs[ref_name]
+    out: dict[str, list[str]] = {}
+    for machine, f in runs.items():
+        if machine == ref_name:
+            continue
+        diffs: list[str] = []
+        if f.data_source != ref.data_source:
+            diffs.append(
+                f"data {f.data_source or 'not recorded'} vs {ref.data_source or 'not recorded'}"
+            )
+        if (f.parameters is None) != (ref.parameters is None):
+            diffs.append("parameters recorded by one run only")
+        elif f.parameters is not None and ref.parameters is not None:
+            for name in sorted(set(f.parameters) | set(ref.parameters)):
+                mine = f.parameters.get(name, _MISSING)
+                theirs = ref.parameters.get(name, _MISSING)
+                if mine != theirs:
+                    diffs.append(f"{name} {_fmt_param(mine)} vs {_fmt_param(theirs)}")
+        if diffs:
+            out[machine] = diffs
+    if out:
+        out[""] = [ref_name]  # who was compared against
+    return out
+
+
 @dataclass(frozen=True)
 class Row:
     """One metric of one notebook across machines (values in ``unit``; None: not measured)."""
@@ -241,17 +296,28 @@ def fmt_speedup(factor: float | None) -> str:
     return f"×{factor:.{digits}f}"
 
 
-def markdown_table(rows: Sequence[Row], machines: Sequence[str], baseline: str | None) -> str:
-    """A Markdown table: metric, unit, one column per machine (value and speed-up vs baseline)."""
-    header = ["metric", "unit", *machines]
+def markdown_table(
+    rows: Sequence[Row],
+    machines: Sequence[str],
+    baseline: str | None,
+    marked: Iterable[str] = (),
+) -> str:
+    """A Markdown table: metric, unit, one column per machine (value and speed-up vs baseline).
+
+    Values of ``marked`` machines (runs that differ in parameters or data) get a ``†``.
+    """
+    marked = set(marked)
+    header = ["metric", "unit", *(md(m) for m in machines)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * len(machines)]
     for row in rows:
-        cells = [row.metric, row.unit]
+        cells = [md(row.metric), md(row.unit)]
         for m in machines:
             text = fmt_value(row.values.get(m))
             factor = row.speedups.get(m)
             if factor is not None and m != baseline:
                 text += f" ({fmt_speedup(factor)})"
+            if m in marked and row.values.get(m) is not None:
+                text += " †"
             cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -277,7 +343,7 @@ def draw_chart(row: Row, machines: Sequence[str], baseline: str | None, path: Pa
     better = direction(row.unit)
     hint = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(better or "", "")
     ax.set_xlabel(f"{row.unit}{hint}")
-    ax.set_title(f"{row.notebook}: {row.metric}")
+    ax.set_title(_short(f"{row.notebook}: {row.metric}", 80))
     for i, m in enumerate(shown):
         label = fmt_value(row.values[m])
         factor = row.speedups.get(m)
@@ -291,7 +357,10 @@ def draw_chart(row: Row, machines: Sequence[str], baseline: str | None, path: Pa
 
 
 def _short(label: str, limit: int = 40) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
+    """A machine label for a chart: one line, ``$`` escaped (no mathtext), at most ``limit``."""
+    label = " ".join(label.split())
+    label = label if len(label) <= limit else label[: limit - 1] + "…"
+    return label.replace("$", r"\$")
 
 
 def _slug(text: str) -> str:
@@ -327,13 +396,30 @@ def render(collection: Collection, baseline: str | None, charts_dir: Path | None
         files = [f for f in collection.files if f.machine == m]
         platform = str(files[0].runtime.get("platform", "?"))
         versions = [str(files[0].versions.get(k) or "—") for k in VERSION_COLUMNS]
-        out.append(f"| {m} | {platform} | {len(files)} | " + " | ".join(versions) + " |")
+        cells = [md(m), md(platform), str(len(files)), *(md(v) for v in versions)]
+        out.append("| " + " | ".join(cells) + " |")
 
     for notebook in collection.notebooks:
         nb_rows = [r for r in rows if r.notebook == notebook]
-        out += ["", f"## {notebook}", "", markdown_table(nb_rows, machines, baseline), ""]
+        differ = setup_differences(collection, notebook, baseline)
+        reference = differ.pop("", [""])[0]
+        table = markdown_table(nb_rows, machines, baseline, marked=differ)
+        out += ["", f"## {md(notebook)}", "", table, ""]
+        sources = {
+            f.machine: f.data_source or "not recorded"
+            for f in collection.files
+            if f.notebook == notebook
+        }
+        if set(sources.values()) != {"not recorded"}:
+            shown = "; ".join(f"{md(m)}: {md(src)}" for m, src in sorted(sources.items()))
+            out += [f"Data: {shown}.", ""]
+        for machine, diffs in sorted(differ.items()):
+            out.append(
+                f"- † '{md(machine)}' ran differently from '{md(reference)}' "
+                f"({md('; '.join(diffs))}): not like for like, compare with care."
+            )
         for row in nb_rows:
-            out += [f"- {row.metric}: {remark}" for remark in row.remarks]
+            out += [f"- {md(row.metric)}: {md(remark)}" for remark in row.remarks]
             if charts_dir is not None and any(v is not None for v in row.values.values()):
                 png = draw_chart(
                     row, machines, baseline, charts_dir / _slug(f"{notebook}__{row.metric}.png")
@@ -342,14 +428,14 @@ def render(collection: Collection, baseline: str | None, charts_dir: Path | None
                 out.append("")
 
     if collection.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in collection.notes]
+        out += ["", "## Notes", ""] + [f"- {md(n)}" for n in collection.notes]
     if collection.rejected:
         out += ["", "## Rejected files", ""] + [
-            f"- `{e.path}`: {e.problem}" for e in collection.rejected
+            f"- `{md(e.path)}`: {md(e.problem)}" for e in collection.rejected
         ]
     out += ["", "## Files used", ""]
     out += [
-        f"- `{f.path}`: {f.notebook} on '{f.machine}', created {f.created}"
+        f"- `{md(f.path)}`: {md(f.notebook)} on '{md(f.machine)}', created {md(f.created)}"
         for f in collection.files
     ]
     return "\n".join(out) + "\n"
@@ -379,9 +465,7 @@ def write_report(
     charts_dir = out.parent / f"{out.stem}_files" if charts else None
     text = render(collection, chosen, charts_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, suffix=".tmp", delete=False) as fh:
-        fh.write(text)
-    os.replace(fh.name, out)
+    write_text_atomic(out, text)  # 0644
     return out, collection
 
 

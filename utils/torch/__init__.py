@@ -1,6 +1,11 @@
-"""PyTorch's part of the course. **Importing any module here imports torch** (and ``xla``,
-torch_xla). Keep it out of TensorFlow and JAX processes: the first framework owns the TPU.
+"""PyTorch's part of the course. Importing ``models`` or ``xla`` imports torch (``xla``: torch_xla
+too); keep them out of TensorFlow and JAX processes: the first framework owns the TPU.
 
 - ``models``: the seed's CNN in PyTorch.
-- ``xla``: PyTorch/XLA teaching helpers (device choice, counters, loaders, train loop).
+- ``xla``: PyTorch/XLA teaching helpers (device choice, counters, loaders, train loop, and the
+  checks that must pass before the XLA runtime starts: simulated devices, SPMD).
+- ``launch``: running torch_xla scripts in a fresh process and reading their output (debug
+  output, profiler traces). Framework-free.
+- ``stacks``: which PyTorch-on-TPU stack is installed and whether it can work (torch/torch_xla
+  match, TorchTPU). Framework-free.
 """

@@ -1,0 +1,130 @@
+"""Tests for utils.tf.input_bench: the workload, the ladder, timelines and input wait (TF)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from utils.tf import input_bench as bp  # noqa: E402
+
+
+def small_workload(tmp_path, n=64):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(n, 8, 8, 3), dtype=np.uint8)
+    return bp.make_workload(
+        images,
+        np.arange(n) % 10,
+        tmp_path,
+        num_shards=4,
+        open_latency_s=0.002,
+        record_latency_s=0.0001,
+        batch_size=16,
+    )
+
+
+@pytest.mark.parametrize("tuned", [False, True])
+@pytest.mark.parametrize("repeat", [False, True])
+def test_recorded_pipeline_spans_are_ordered_per_element(tmp_path, tuned, repeat):
+    """Real pipelines of the benchmark, stamped: read < decode < transform < consume."""
+    wl = small_workload(tmp_path)
+    ds = bp.tuned_pipeline(wl, stamp=True) if tuned else bp.naive_pipeline(wl, stamp=True)
+    tl = bp.record_timeline(ds, epochs=2, step_s=0.001, repeat=repeat)
+    order = ["read", "decode", "transform", "consume"]
+    assert set(tl.stages) == set(order)
+    tl.check(order, across_epochs=repeat)
+    per_element = tl.by_element()
+    assert sorted(per_element) == list(range(64))  # every example went through
+    for spans in per_element.values():
+        stages = [s.stage for s in spans]
+        assert stages.count("consume") == 2  # two epochs
+        # the tuned pipeline caches decoded examples: read and decode happen once
+        assert stages.count("read") == (1 if tuned else 2)
+        assert stages.count("decode") == (1 if tuned else 2)
+
+
+def test_record_timeline_with_repeat_opens_one_iterator():
+    class Source:
+        """Stands for a dataset: counts how many iterators the recorder opens."""
+
+        def __init__(self, epochs=1):
+            self.epochs, self.iterators = epochs, 0
+
+        def repeat(self, epochs):
+            self.repeated = Source(epochs)
+            return self.repeated
+
+        def __iter__(self):
+            self.iterators += 1
+            return iter([{"index": np.array([0, 1])}] * self.epochs)
+
+    fresh = Source()
+    assert len(bp.record_timeline(fresh, epochs=3).by_element()[0]) == 3
+    assert fresh.iterators == 3
+    once = Source()
+    tl = bp.record_timeline(once, epochs=3, repeat=True)
+    assert len(tl.by_element()[0]) == 3
+    assert once.iterators == 0 and once.repeated.iterators == 1 and once.repeated.epochs == 3
+
+
+def test_compare_measures_the_guide_both_ways_and_counts_every_example(tmp_path):
+    wl = small_workload(tmp_path)
+    rows = bp.compare(wl, epochs=2, configs=(bp.NAIVE, bp.TUNED), repeats=1)
+    by_name = {r.name: r for r in rows}
+    assert list(by_name) == ["naive", "course tuned", "guide optimized", "guide + repeat"]
+    assert all(r.elements == 2 * wl.num_examples for r in rows)
+    assert by_name["guide optimized"].iteration == "fresh"
+    assert by_name["guide + repeat"].iteration == "repeat"
+    assert by_name["course tuned"].iteration == "repeat"  # TUNED keeps the ladder's repeat
+    assert all(len(r.epoch_seconds) == 2 for r in rows)
+    assert "x naive" in bp.format_table(rows)
+
+
+def test_ladder_adds_one_technique_per_row():
+    """Each LADDER row keeps every flag of the row before it and turns on exactly one more."""
+    import dataclasses
+
+    def flags(cfg):
+        return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("name", "note")}
+
+    for prev, cfg in zip(bp.LADDER[:-1], bp.LADDER[1:], strict=True):
+        before, after = flags(prev), flags(cfg)
+        changed = {k for k in after if after[k] != before[k]}
+        assert len(changed) == 1, (cfg.name, changed)
+        assert all(after[k] for k, v in before.items() if v), cfg.name  # nothing switched off
+
+
+def test_input_wait_runs_a_distributed_step():
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()  # the default strategy: one replica, same API
+    ds = tf.data.Dataset.from_tensor_slices(
+        {"image": tf.zeros([32, 4, 4, 3]), "label": tf.zeros([32], tf.int32)}
+    ).batch(8)
+
+    @tf.function
+    def step(x, y):
+        per_replica = strategy.run(lambda a: tf.reduce_sum(a), args=(x,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    got = bp.input_wait(ds, step, steps=3, strategy=strategy)
+    assert set(got) == {"wait_pct", "step_ms", "wait_ms"}
+    assert 0.0 <= got["wait_pct"] <= 100.0
+
+    calls = []
+
+    def counting_step(x, y):
+        calls.append(1)
+        return tf.constant(0.0)
+
+    bp.input_wait(ds, counting_step, steps=3, warmup=2)
+    assert len(calls) == 5  # the warm-up steps run, and are left out of the figures
+
+
+def test_cache_growth_child_failure_carries_its_output():
+    pytest.importorskip("psutil")
+    from utils.fresh_process import FreshProcessError
+
+    with pytest.raises(FreshProcessError, match="placement must be 'before' or 'after'"):
+        bp.cache_growth_in_subprocess("sideways", 4)

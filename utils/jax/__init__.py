@@ -1,0 +1,15 @@
+"""JAX's part of the course. **Importing any module here imports JAX** (and optax where used):
+on a CPU, ask for simulated devices with ``utils.simulated_devices.request(...)`` *before* the
+first import.
+
+- ``cnn``: the seed's CIFAR-10 CNN in plain JAX (``jax.lax`` convolutions and pooling),
+  ``init_params``, ``apply``, ``loss_fn`` and ``make_train_step`` (``jax.value_and_grad`` + optax).
+- ``compiles``: count compilations with JAX's ``jax_log_compiles`` log records and a jitted
+  function's cache size.
+- ``multihost_*``: the multi-host workers of notebook 08 (``multihost_allreduce``,
+  ``multihost_keras``, ``multihost_worker``).
+
+Framework-free helpers the JAX notebooks use live in the core: ``utils.simulated_devices``
+(``XLA_FLAGS`` before import, device counts, batch divisibility) and ``utils.trace_summary``
+(top ops of a profiler trace file, HLO op shapes).
+"""

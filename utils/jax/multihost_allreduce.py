@@ -1,0 +1,84 @@
+"""Time an all-reduce across processes (one CPU device each), for the ring-model fit in notebook 08.
+
+    python -m utils.jax.multihost_allreduce --out DIR --sizes 4096,65536 --repeats 5
+
+Started by ``utils.launcher.launch`` (its environment names rank, count, coordinator). Process
+0 writes ``DIR/allreduce-<n>.npz`` with the payload sizes in bytes and the median seconds of a
+``psum`` over all processes (gloo over 127.0.0.1), and the fastest of the repeats
+(``seconds_min``: the least disturbed by other work on a shared machine). Importing this module
+imports JAX.
+"""
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the rehearsal runs on CPU devices
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
+)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from utils import launcher  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--sizes", default="1024,16384,262144,2097152")  # float32 elements
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--init-timeout", type=int, default=60)
+    args = parser.parse_args(argv)
+
+    coordinator, n, rank = launcher.rank_from_env()
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=n,
+        process_id=rank,
+        initialization_timeout=args.init_timeout,
+    )
+    mesh = Mesh(np.array(jax.devices()), ("p",))
+    sharded = NamedSharding(mesh, P("p"))
+
+    @jax.jit
+    def allreduce(x):
+        return jax.shard_map(
+            lambda b: jax.lax.psum(b, "p"), mesh=mesh, in_specs=P("p"), out_specs=P("p")
+        )(x)
+
+    sizes, seconds, fastest = [], [], []
+    for elements in (int(s) for s in args.sizes.split(",")):
+        x = jax.make_array_from_process_local_data(
+            sharded, np.full((1, elements), rank + 1, np.float32)
+        )
+        out = allreduce(x)  # compile and warm up
+        out.block_until_ready()
+        assert float(out.addressable_data(0)[0, 0]) == n * (n + 1) / 2
+        times = []
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            allreduce(x).block_until_ready()
+            times.append(time.perf_counter() - t)
+        sizes.append(4 * elements)
+        seconds.append(float(np.median(times)))
+        fastest.append(float(np.min(times)))
+        print(f"{n} processes, {4 * elements} bytes: {seconds[-1] * 1e3:.2f} ms", flush=True)
+    if rank == 0:
+        args.out.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            args.out / f"allreduce-{n}.npz",
+            bytes=np.array(sizes),
+            seconds=np.array(seconds),
+            seconds_min=np.array(fastest),
+        )
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main()

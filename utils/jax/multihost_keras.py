@@ -1,0 +1,90 @@
+"""One "host" of a data-parallel Keras 3 job on the JAX backend (notebook 08).
+
+    python -m utils.jax.multihost_keras --out DIR [--steps 12 --global-batch 64]
+
+The Keras spelling of ``utils/jax/multihost_worker.py``: ``keras.distribution.initialize`` joins
+the job (it calls ``jax.distributed.initialize``), ``DataParallel`` spans every process's
+devices, and each process passes ``model.fit`` only its own rows of every global batch
+(``auto_shard_dataset=False``: Keras shards only ``tf.data`` input itself). Writes
+``DIR/keras-<rank>.npz`` (loss, final weights). Importing this module imports JAX and Keras.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the rehearsal runs on CPU devices
+os.environ["KERAS_BACKEND"] = "jax"
+DEVICES = int(os.environ.get("SIMULATED_DEVICES", "4"))
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
+)
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from utils import data, launcher  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--global-batch", type=int, default=64)
+    parser.add_argument("--train-images", type=int, default=512)
+    args = parser.parse_args(argv)
+
+    coordinator, num_processes, rank = launcher.rank_from_env()
+    if num_processes > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        keras.distribution.initialize(
+            job_addresses=coordinator, num_processes=num_processes, process_id=rank
+        )
+    distribution = keras.distribution.DataParallel(
+        devices=keras.distribution.list_devices(), auto_shard_dataset=False
+    )
+    keras.distribution.set_distribution(distribution)
+
+    images, labels = data.make_standin(args.train_images, seed=0)
+    x_all = data.to_float(images).reshape(len(images), -1)
+    per_process = args.global_batch // num_processes
+    rows = [
+        ((s * args.global_batch + np.arange(args.global_batch)) % len(x_all))[
+            rank * per_process : (rank + 1) * per_process
+        ]
+        for s in range(args.steps)
+    ]
+    x_mine, y_mine = x_all[np.concatenate(rows)], labels[np.concatenate(rows)].astype(np.int32)
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((x_all.shape[1],)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        keras.optimizers.SGD(0.05, momentum=0.9),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    history = model.fit(x_mine, y_mine, batch_size=per_process, epochs=1, shuffle=False, verbose=0)
+    print(
+        f"process {rank}/{num_processes}: {jax.local_device_count()} local of "
+        f"{jax.device_count()} devices, loss {history.history['loss'][-1]:.6f}",
+        flush=True,
+    )
+    weights = np.concatenate(
+        [np.asarray(v.value.addressable_data(0)).ravel() for v in model.trainable_variables]
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        args.out / f"keras-{rank}.npz",
+        loss=np.array(history.history["loss"]),
+        weights=weights,
+    )
+
+
+if __name__ == "__main__":
+    main()

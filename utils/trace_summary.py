@@ -1,0 +1,186 @@
+"""Summarise a profiler trace without a viewer: top ops by total time.
+
+Framework-free (gzip + json). ``jax.profiler.trace(dir, create_perfetto_trace=True)`` writes
+``dir/plugins/profile/<run>/perfetto_trace.json.gz`` (and ``<host>.trace.json.gz``): Chrome
+trace-event JSON, ``{"traceEvents": [...]}``. The ops XLA ran are complete events (``"ph": "X"``,
+``ts``/``dur`` in microseconds) whose ``args`` name the HLO op (``hlo_op``) and the compiled
+program (``hlo_module``). XProf/Perfetto would draw them; here we add them up.
+
+- :func:`find_trace_file`: the newest trace file under a log directory.
+- :func:`load_events`: the event list from a ``.json`` or ``.json.gz`` file.
+- :func:`top_ops`: total time, call count and share per op (or per op kind), largest first.
+- :func:`hlo_op_info`: output shape and JAX source op of each HLO op, from a compiled program's
+  text (``jax.jit(f).lower(...).compile().as_text()``), to say what a fusion name stands for.
+- :func:`format_table`: a plain-text table.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HloOp",
+    "OpStat",
+    "find_trace_file",
+    "format_table",
+    "hlo_op_info",
+    "load_events",
+    "op_kind",
+    "short_shape",
+    "top_ops",
+]
+
+TRACE_PATTERNS = ("perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json")
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """One op (or op kind): how often it ran and for how long in total."""
+
+    name: str
+    calls: int
+    total_us: float
+    share: float  # of the summed op time of the events considered
+
+    @property
+    def mean_us(self) -> float:
+        return self.total_us / self.calls
+
+
+@dataclass(frozen=True)
+class HloOp:
+    """An HLO instruction: its output shape and the JAX operation it came from (may be '')."""
+
+    name: str
+    shape: str
+    source: str
+
+
+def find_trace_file(log_dir: str | Path) -> Path:
+    """The newest trace-event file under ``log_dir`` (Perfetto's first, then the host trace).
+
+    Raises:
+        FileNotFoundError: no trace file; the message lists what the directory holds.
+    """
+    root = Path(log_dir)
+    for pattern in TRACE_PATTERNS:
+        found = sorted(root.rglob(pattern), key=lambda p: (p.stat().st_mtime, str(p)))
+        if found:
+            return found[-1]
+    held = sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+    raise FileNotFoundError(
+        f"no trace file ({', '.join(TRACE_PATTERNS)}) under {root}; it holds: "
+        f"{held[:10] or 'nothing'}. Was the profiler stopped (the `with` block ended)?"
+    )
+
+
+def load_events(path: str | Path) -> list[dict[str, Any]]:
+    """Trace events from Chrome trace-event JSON (object with ``traceEvents``, or a bare list)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise ValueError(f"{path}: traceEvents is {type(events).__name__}, expected a list")
+    return [e for e in events if isinstance(e, dict)]
+
+
+def op_kind(name: str) -> str:
+    """An HLO op name without its instance number: ``ynn_fusion.15`` -> ``ynn_fusion``."""
+    return re.sub(r"\.\d+$", "", name)
+
+
+def top_ops(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    top: int | None = 10,
+    module: str | None = None,
+    by_kind: bool = False,
+    key: str = "hlo_op",
+) -> list[OpStat]:
+    """Total time per op over complete events that name one in ``args[key]``, largest first.
+
+    Args:
+        module: keep only ops of compiled programs whose ``hlo_module`` contains this text
+            (e.g. ``"train_step"``).
+        by_kind: group ``fusion.1``, ``fusion.2``, ... together (see :func:`op_kind`).
+        top: how many rows (``None``: all).
+    """
+    totals: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("ph") != "X" or key not in args:
+            continue
+        if module is not None and module not in str(args.get("hlo_module", "")):
+            continue
+        name = str(args[key])
+        name = op_kind(name) if by_kind else name
+        totals[name] = totals.get(name, 0.0) + float(event.get("dur", 0.0))
+        calls[name] = calls.get(name, 0) + 1
+    grand = sum(totals.values())
+    stats = [
+        OpStat(n, calls[n], t, t / grand if grand else 0.0)
+        for n, t in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    return stats if top is None else stats[:top]
+
+
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\([^=]*?\)|[a-z0-9]+\[[^\]]*\])"
+)
+_SOURCE = re.compile(r'op_name="(?P<op>[^"]*)"')
+
+
+def hlo_op_info(hlo_text: str) -> dict[str, HloOp]:
+    """Output shape and JAX source op of every instruction in an HLO module's text.
+
+    The source is the ``op_name`` metadata JAX attaches, e.g.
+    ``jit(train_step)/transpose(jvp())/conv_general_dilated`` (``transpose(jvp())`` marks the
+    backward pass); ops XLA created itself have none.
+    """
+    ops: dict[str, HloOp] = {}
+    for line in hlo_text.splitlines():
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        shape = re.sub(r"\{[0-9,]*\}", "", match.group("shape"))  # drop layouts {3,2,1,0}
+        source = _SOURCE.search(line)
+        name = match.group("name")
+        ops[name] = HloOp(name, shape, source.group("op") if source else "")
+    return ops
+
+
+def short_shape(shape: str) -> str:
+    """A tuple shape ``(f32[8], s32[8], s32[8])`` as ``(f32[8], +2 more)``; others unchanged."""
+    if not shape.startswith("("):
+        return shape
+    parts = re.findall(r"[a-z0-9]+\[[^\]]*\]", shape)
+    if len(parts) <= 1:
+        return shape
+    return f"({parts[0]}, +{len(parts) - 1} more)"
+
+
+def format_table(
+    stats: Sequence[OpStat], ops: Mapping[str, HloOp] | None = None, *, width: int = 80
+) -> str:
+    """A plain-text table: op, calls, total ms, share (and shape/source when ``ops`` given)."""
+    header = f"{'op':<28} {'calls':>5} {'total ms':>9} {'share':>6}"
+    if ops is not None:
+        header += "  output shape / JAX source op"
+    lines = [header]
+    for s in stats:
+        line = f"{s.name:<28} {s.calls:>5} {s.total_us / 1e3:>9.2f} {s.share:>6.1%}"
+        info = ops.get(s.name) if ops is not None else None
+        if info is not None:
+            source = info.source.split("/", 1)[-1] if info.source else "(made by XLA)"
+            line += f"  {short_shape(info.shape)} {source}"[: width + 2]
+        lines.append(line)
+    return "\n".join(lines)
