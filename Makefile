@@ -32,7 +32,7 @@ help:
 	@echo "make test-platforms  notebook 02 under Colab's TPU image versions (PLATFORM=kaggle for Kaggle's)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
-	@echo "make bench    tf.data pipeline benchmark (naive vs guide vs tuned)"
+	@echo "make bench    tf.data pipeline benchmark, then the training ladder (MFU per rung, roofline error)"
 	@echo "make report   merge build/results and results/ from several machines into build/report.md"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make clean    remove build/ and caches (keeps .venv; 'make distclean' removes it too)"
@@ -117,6 +117,7 @@ refresh: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m utils.tf.input_bench
+	$(BIN)/python -m utils.tf.train_ladder
 
 report: $(STAMP)
 	$(BIN)/python -m utils.tools.report build/results results --out build/report.md

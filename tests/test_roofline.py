@@ -1,0 +1,157 @@
+"""Tests for utils.roofline: hand-computed FLOPs and bytes, the roofline, MFU against the peak."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+from utils import flops, mfu, roofline
+
+
+def _small_net() -> list[flops.LayerCost]:
+    # batch 2: conv (8x8x3 -> 6x6x4, 3x3, bias) -> pool 2 (-> 3x3x4) -> dense (36 -> 5, bias)
+    conv = flops.conv2d_cost((8, 8, 3), 4, 3, batch=2, name="conv")
+    pool = flops.maxpool2d_cost((6, 6, 4), 2, batch=2, name="pool")
+    dense = flops.dense_cost(36, 5, batch=2, name="dense")
+    return [conv, pool, dense]
+
+
+def test_training_costs_by_hand() -> None:
+    costs = roofline.training_costs(_small_net())
+    conv, pool, dense = costs
+    # conv forward: 2 images x 6x6x4 outputs x 27 MACs x 2 FLOPs + one bias add per output.
+    conv_fwd_flops = 2 * 2 * 6 * 6 * 4 * 27 + 2 * 6 * 6 * 4
+    assert conv_fwd_flops == 15840
+    # forward bytes (fp32): input 2x8x8x3, weights 27x4 + 4 biases, output 2x6x6x4.
+    conv_fwd_bytes = 4 * (2 * 8 * 8 * 3 + 27 * 4 + 4 + 2 * 6 * 6 * 4)
+    assert conv_fwd_bytes == 3136
+    # first layer: forward + weight gradient only (no gradient for the images).
+    assert (conv.flops, conv.bytes, conv.passes) == (2 * 15840, 2 * 3136, 2)
+    # pooling: 3 comparisons per output, forward + backward.
+    assert (pool.flops, pool.bytes) == (2 * (2 * 3 * 3 * 4 * 3), 2 * 4 * (2 * 144 + 2 * 36))
+    # dense (not first): forward, weight gradient, input gradient.
+    dense_fwd = 2 * 2 * 36 * 5 + 2 * 5
+    assert (dense.flops, dense.passes) == (3 * dense_fwd, 3)
+    assert dense.bytes == 3 * 4 * (2 * 36 + 36 * 5 + 5 + 2 * 5)
+    # one convention with utils.mfu
+    assert sum(c.flops for c in costs) == mfu.training_flops(_small_net())
+
+
+def test_bf16_halves_the_bytes_not_the_flops() -> None:
+    fp32 = roofline.training_costs(roofline.cnn_costs(4, dtype_bytes=4))
+    bf16 = roofline.training_costs(roofline.cnn_costs(4, dtype_bytes=2))
+    assert [c.flops for c in fp32] == [c.flops for c in bf16]
+    assert [c.bytes for c in fp32] == [2 * c.bytes for c in bf16]
+
+
+def test_cnn_costs_default_is_the_seed() -> None:
+    seed = flops.seed_cnn_costs(8)
+    mine = roofline.cnn_costs(8)
+    assert [(c.name, c.flops, c.bytes) for c in mine] == [(c.name, c.flops, c.bytes) for c in seed]
+    wide = roofline.cnn_costs(8, channels=(128, 256, 256), dense=256)
+    assert wide[2].matmul == (8 * 13 * 13, 9 * 128, 256)
+    assert mfu.training_flops(wide) > 10 * mfu.training_flops(mine)
+
+
+def test_parameter_count_and_mxu_fill() -> None:
+    # seed CNN: 896 + 18,496 + 36,928 + 65,600 + 650 = 122,570 parameters (Keras' summary)
+    assert roofline.parameter_count(roofline.cnn_costs(1)) == 122_570
+    assert roofline.mxu_efficiency((900, 27, 32), 128) == pytest.approx(27 / 128 * 32 / 128)
+    assert roofline.mxu_efficiency((900, 1152, 128), 128) == 1.0
+    assert roofline.mxu_efficiency((900, 1152, 128), 256) == pytest.approx(1152 / 1280 * 0.5)
+    assert roofline.mxu_efficiency(None, 128) == 1.0
+    assert roofline.mxu_efficiency((900, 27, 32), None) == 1.0
+
+
+def test_predict_step_is_the_sum_of_per_layer_maxima() -> None:
+    layers = _small_net()
+    machine = roofline.Machine("toy", peak_flops=1e9, bandwidth=1e9, host_overhead_s=1e-3)
+    pred = roofline.predict_step(layers, machine, batch=2, steps_per_execution=4)
+    costs = roofline.training_costs(layers)
+    expected_layers = sum(max(c.flops / 1e9, c.bytes / 1e9) for c in costs)
+    params = 27 * 4 + 4 + 36 * 5 + 5
+    assert pred.layers_s == pytest.approx(expected_layers)
+    assert pred.optimizer_s == pytest.approx(params * 28 / 1e9)
+    assert pred.host_s == pytest.approx(1e-3 / 4)
+    assert pred.step_s == pytest.approx(expected_layers + params * 28 / 1e9 + 0.25e-3)
+    # ridge 1 FLOP/byte: the conv (5 FLOP/byte) is compute-bound, pool and dense are not
+    assert [lt.bound for lt in pred.layers] == ["compute", "memory", "memory"]
+    assert pred.images_per_s == pytest.approx(2 / pred.step_s)
+    assert "step" in pred.table() and "conv" in pred.table()
+
+
+def test_mfu_uses_the_machines_own_peak() -> None:
+    layers = roofline.cnn_costs(16)
+    slow = roofline.cpu_machine(50e9, 10e9)
+    fast = roofline.cpu_machine(100e9, 10e9)
+    p_slow = roofline.predict_step(layers, slow, batch=16)
+    p_fast = roofline.predict_step(layers, fast, batch=16)
+    assert p_slow.mfu == pytest.approx(mfu.training_flops(layers) / p_slow.step_s / 50e9)
+    assert p_fast.mfu == pytest.approx(mfu.training_flops(layers) / p_fast.step_s / 100e9)
+    assert p_slow.mfu != pytest.approx(p_fast.mfu)
+
+
+def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
+    v5e = roofline.PUBLISHED["v5e"]
+    assert v5e.peak_flops == 197e12 and v5e.bandwidth == 819e9 and v5e.mxu == 128
+    assert v5e.ridge == pytest.approx(197e12 / 819e9)
+    assert roofline.PUBLISHED["v6e"].mxu == 256
+    pred = roofline.predict_step(roofline.cnn_costs(128, dtype_bytes=2), v5e, batch=128)
+    by_name = {lt.name: lt for lt in pred.layers}
+    assert by_name["pool1"].bound == "memory"
+    assert by_name["conv1"].mxu_fill == pytest.approx(27 / 128 * 32 / 128)
+    assert by_name["conv1"].compute_s == pytest.approx(
+        by_name["conv1"].flops / (197e12 * 27 / 128 * 32 / 128)
+    )
+
+
+def test_steps_per_execution_only_divides_the_host_term() -> None:
+    m = roofline.PUBLISHED["v5e"].with_host_overhead(2e-3)
+    layers = roofline.cnn_costs(128, dtype_bytes=2)
+    one = roofline.predict_step(layers, m, batch=128, steps_per_execution=1)
+    many = roofline.predict_step(layers, m, batch=128, steps_per_execution=64)
+    assert one.device_s == pytest.approx(many.device_s)
+    assert one.step_s - many.step_s == pytest.approx(2e-3 * (1 - 1 / 64))
+    assert one.bound == "host"
+
+
+def test_fit_host_overhead_recovers_the_terms() -> None:
+    spe = [1, 4, 16, 64]
+    times = [0.010 + 0.002 / s for s in spe]
+    per_step, per_call = roofline.fit_host_overhead(spe, times)
+    assert per_step == pytest.approx(0.010) and per_call == pytest.approx(0.002)
+    with pytest.raises(ValueError):
+        roofline.fit_host_overhead([4, 4], [1.0, 1.0])
+
+
+def test_relative_error_and_diagnose() -> None:
+    assert roofline.relative_error(1.3, 1.0) == pytest.approx(0.3)
+    with pytest.raises(ValueError):
+        roofline.relative_error(1.0, 0.0)
+    pred = roofline.predict_step(roofline.cnn_costs(8), roofline.cpu_machine(1e10, 1e10), batch=8)
+    text = roofline.diagnose(pred, pred.step_s * 2)
+    assert "compute terms" in text and "too optimistic" in text
+    assert "too" not in roofline.diagnose(pred, pred.step_s)
+
+
+def test_resnet50_matches_the_usual_figures() -> None:
+    layers = roofline.resnet50_costs(1)
+    forward = sum(c.flops for c in layers)
+    assert forward == pytest.approx(8.2e9, rel=0.03)  # ~4.1 GMAC per 224x224 image
+    # conv + fc weights (batch-norm scales not counted): ~25.5 M
+    assert roofline.parameter_count(layers, bias=False) + 1000 == pytest.approx(25.5e6, rel=0.02)
+    assert layers[0].output_shape == (1, 112, 112, 64) and layers[-1].output_shape == (1, 1000)
+
+
+def test_machine_validation_and_plot() -> None:
+    with pytest.raises(ValueError):
+        roofline.Machine("bad", peak_flops=0, bandwidth=1)
+    with pytest.raises(ValueError):
+        roofline.Machine("bad", peak_flops=1, bandwidth=1, mxu=0)
+    fig = roofline.plot_ladder(["a", "b"], [1, 2], [0.1, 0.2], [10, 20], [0.01, 0.02])
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError):
+        roofline.plot_ladder(["a"], [1, 2], [0.1], [1], [0.1])
