@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -31,9 +30,9 @@ import keras
 import tensorflow as tf
 
 from utils import bench, mfu, roofline
+from utils.tf.training import EpochTimer
 
 __all__ = [
-    "EpochClock",
     "FitTiming",
     "Rung",
     "cnn_variant",
@@ -77,21 +76,6 @@ def memory_bandwidth(nbytes: int = 64 << 20, repeats: int = 5) -> float:
     return 2.0 * (nbytes // 4) * 4 / result.timing.min
 
 
-class EpochClock(keras.callbacks.Callback):
-    """Records the wall time of every epoch of ``fit``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.epoch_s: list[float] = []
-        self._start = 0.0
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self.epoch_s.append(time.perf_counter() - self._start)
-
-
 @dataclass(frozen=True)
 class FitTiming:
     """Epoch times of one ``fit`` call; the first epoch (warm-up) is kept apart."""
@@ -130,7 +114,7 @@ def time_fit(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    clock = EpochClock()
+    clock = EpochTimer(images_per_epoch)  # the course's epoch timer (utils.tf.training)
     if args and isinstance(args[0], tf.data.Dataset):
         # A repeated dataset has no end: fit needs to be told how long an epoch is, and each
         # call runs steps_per_execution steps whatever the epoch length: keep them multiples.
