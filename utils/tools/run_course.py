@@ -21,7 +21,7 @@ float, True/False/None, else str), ``-r NAME VALUE`` (always str), ``-f FILE.yam
 Names are checked before anything runs (papermill's ``inspect_notebook``): a name that none of the
 selected notebooks declares in its ``parameters`` cell (``-p EPOCH 1`` for ``EPOCHS``) is a usage
 error listing each notebook's parameters; each notebook is passed only the names it declares.
-Checking values is the notebooks' job (``utils.bootstrap.check_params``); a wrong one shows up
+Checking values is the notebooks' job (``utils.parameters.check_params``); a wrong one shows up
 here as that notebook's failure.
 
 Every cell has a time limit, ``--timeout`` seconds (default :data:`DEFAULT_CELL_TIMEOUT_S`, 30
