@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
-from utils import fresh_process
+from utils import ROOT, fresh_process
 
 
 def test_result_comes_back_and_utils_is_importable():
@@ -36,8 +39,24 @@ def test_missing_result_line_is_an_error():
 
 
 def test_timeout_is_bounded():
-    with pytest.raises(fresh_process.FreshProcessError, match="ran past"):
-        fresh_process.run_python(["-c", "import time; time.sleep(5)"], timeout_s=0.5)
+    with pytest.raises(fresh_process.FreshProcessError, match="ran past .* its output so far"):
+        fresh_process.run_python(["-c", "import time; time.sleep(60)"], timeout_s=0.5)
+
+
+def test_run_child_reports_a_timeout_without_raising():
+    # 20 s: long enough for a loaded machine to start Python and print; the print is the event.
+    done = fresh_process.run_child(
+        [sys.executable, "-c", "print('hi', flush=True); import time; time.sleep(60)"],
+        timeout_s=20,
+    )
+    assert done.timed_out and done.returncode is None and "hi" in done.stdout
+
+
+def test_child_env_puts_the_course_first_on_the_path(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = fresh_process.child_env({"COURSE_PROBE": "1"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/elsewhere"]
+    assert env["COURSE_PROBE"] == "1"
 
 
 def test_timeout_kills_grandchildren_and_does_not_hang(tmp_path):

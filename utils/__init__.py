@@ -22,9 +22,14 @@ Maintainer tools, never imported by notebooks: ``utils.tools`` (run_course, repo
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# The course's root folder (the one holding utils/, notebooks/, tests/): the one definition.
+ROOT = Path(__file__).resolve().parent.parent
+
 # The public GitHub repository of the course, as "owner/name". Colab links in README.md and the
 # set-up cell of every notebook use it; `make set-repo-url REPO=owner/name` rewrites them all and
 # a test checks that they agree with this value.
 COURSE_REPO = "train-faster-on-tpus/course"
 
-__all__ = ["COURSE_REPO"]
+__all__ = ["COURSE_REPO", "ROOT"]

@@ -33,10 +33,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
-from utils import bootstrap, native_logs, tpu_address
+from utils import bootstrap, fresh_process, native_logs, tpu_address
 from utils import runtime as runtime_mod
 from utils.tpu_address import DEFAULT_TPU_PORT
 
@@ -454,40 +453,24 @@ def probe_in_child(target: TPUTarget, timeout_s: float, *, tried: str) -> float:
         TPUConnectionError: the child timed out or failed (mapped by :func:`explain_tpu_error`);
             this process is unharmed (``process_unusable`` is False).
     """
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     code = (
         "import sys\nfrom utils.tf import tpu_connect\n"
         "tpu_connect._probe_main(sys.argv[1], float(sys.argv[2]))\n"
     )
-    command = [sys.executable, "-c", code, target.tpu, repr(max(timeout_s, 0.001))]
-    start = time.monotonic()
     limit = timeout_s + PROBE_IMPORT_ALLOWANCE_S
-    child = subprocess.Popen(
-        command,
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
+    child = fresh_process.run_child(
+        [sys.executable, "-c", code, target.tpu, repr(max(timeout_s, 0.001))],
+        env=fresh_process.child_env({"TF_CPP_MIN_LOG_LEVEL": "3"}),
+        timeout_s=limit,
         stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        text=True,
     )
-    try:
-        out, _ = child.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        out = None
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.communicate()  # reap it: no zombie, no open pipes
-    took = time.monotonic() - start
+    out, took = child.stdout, child.seconds
     lines = [line for line in (out or "").splitlines() if line.startswith(_PROBE_RESULT)]
     if not lines:
         raise TPUConnectionError(
             tried,
             f"a test connection in a separate process gave no answer within {limit:.0f} s "
-            f"(exit status {child.returncode}).",
+            f"(exit status {child.returncode}, timed out: {child.timed_out}).",
             "Check the TPU is READY and reachable; this runtime was not touched, so it is "
             "still usable.",
         )

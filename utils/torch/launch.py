@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.fresh_process import RESULT_PREFIX, FreshProcessError, run_python
+from utils.fresh_process import RESULT_PREFIX, FreshProcessError, result_of, run_python
 
 __all__ = [
     "FreshProcessError",
@@ -104,14 +104,11 @@ def run_script(
         raise FileNotFoundError(f"no script at {script}: run the cell that writes it first")
     full_env = {**child_env(simulated_devices), **(env or {})}
     done = run_python([str(script), *map(str, args)], env=full_env, timeout_s=timeout_s)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if require_result and not lines:
-        raise FreshProcessError(
-            f"{script.name} printed no {RESULT_PREFIX!r} line:\n"
-            f"{(done.stdout + done.stderr)[-3000:]}"
-        )
-    result = json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else None
-    return ScriptRun(result, done.stdout, done.stderr)
+    output = done.stdout + done.stderr
+    has_result = any(ln.startswith(RESULT_PREFIX) for ln in done.stdout.splitlines())
+    if require_result or has_result:
+        return ScriptRun(result_of(done.stdout, context=output), done.stdout, done.stderr)
+    return ScriptRun(None, done.stdout, done.stderr)
 
 
 _PREFIX = re.compile(r"^(?:Unexpected Execution Analysis|Compilation Analysis): ?")
