@@ -56,9 +56,10 @@ from typing import Any
 
 import jsonschema
 
+from utils import ROOT
+
 FORMAT = "train-faster-on-tpus/results"
 SCHEMA_VERSION = 1
-ROOT = Path(__file__).resolve().parent.parent
 
 # Library versions stored with every result: label -> distributions that provide it (first found
 # wins; e.g. Colab TPU runtimes install ``tensorflow-tpu`` rather than ``tensorflow``).

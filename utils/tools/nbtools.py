@@ -23,7 +23,8 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT
+
 NOTEBOOKS = ROOT / "notebooks"
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # Files in which the repository name appears (Colab links, set-up cells, the canonical value).

@@ -50,9 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils import results
-
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT, results
 
 # Same quiet defaults as the Makefile, for runs started without make (Colab, Kaggle).
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
