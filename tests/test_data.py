@@ -333,3 +333,13 @@ def test_a_damaged_folder_names_the_remedy(tmp_path):
     _write_dir(folder, files)
     with pytest.raises(data.CifarFormatError, match="data_batch_2.*delete the folder"):
         data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))
+
+
+def test_drop_remainder_keeps_whole_batches() -> None:
+    x, y = np.arange(10), np.arange(10)
+    x2, y2 = data.drop_remainder(x, y, batch=4)
+    assert len(x2) == len(y2) == 8
+    with pytest.raises(ValueError, match="no full batch"):
+        data.drop_remainder(x, y, batch=16)
+    with pytest.raises(ValueError, match="different lengths"):
+        data.drop_remainder(x, y[:5], batch=2)

@@ -523,7 +523,8 @@ def load_cifar10(
     Args:
         source: ``"auto"`` (real data from the cache or a download, else the stand-in; offline,
             always the stand-in), ``"cifar10"`` (real data from the cache or a download, or an
-            error), ``"keras"`` (``keras.datasets.cifar10``, as the seed; imports Keras),
+            error), ``"keras"`` (the same as ``"cifar10"``: the files ``keras.datasets.cifar10``
+            downloads and reads, in Keras' cache; the seed's loader, without importing Keras),
             ``"standin"`` (always the synthetic set).
         subset: ``None`` for 50,000/10,000 images; an int for that many training images (and a
             fifth as many test images, at least 1,000); or a ``(train, test)`` pair.
@@ -540,12 +541,8 @@ def load_cifar10(
     if source not in {"auto", "cifar10", "keras", "standin"}:
         raise ValueError(f"source={source!r}: use 'auto', 'cifar10', 'keras' or 'standin'")
 
-    if source == "keras":
-        import keras  # noqa: PLC0415 - only this path needs a framework
-
-        (xt, yt), (xv, yv) = keras.datasets.cifar10.load_data()
-        arrays = _finish((xt, yt.reshape(-1), xv, yv.reshape(-1)), sizes, normalize)
-        return CifarData(*arrays, CLASS_NAMES, "CIFAR-10 (keras.datasets.cifar10)", False)
+    if source == "keras":  # the files keras.datasets.cifar10 reads, read here (no Keras import)
+        source = "cifar10"
 
     # Declared offline, "auto" is the stand-in, whatever this machine has cached: reproducible.
     if source == "cifar10" or (source == "auto" and _declared_offline(offline) is not True):
@@ -583,3 +580,21 @@ def load_cifar10(
         "see utils.data.STANDIN_PATTERNS)"
     )
     return CifarData(*arrays, CLASS_NAMES, text, True)
+
+
+def drop_remainder(*arrays: np.ndarray, batch: int) -> tuple[np.ndarray, ...]:
+    """The arrays cut to a whole number of ``batch``-sized steps (static shapes, one program).
+
+    Raises:
+        ValueError: fewer samples than one batch, or arrays of different lengths.
+    """
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"arrays have different lengths: {sorted(lengths)}")
+    (n,) = lengths
+    keep = n // batch * batch
+    if keep == 0:
+        raise ValueError(
+            f"{n} samples make no full batch of {batch}: use more data or a smaller batch"
+        )
+    return tuple(a[:keep] for a in arrays)
