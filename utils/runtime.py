@@ -468,9 +468,17 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
 # --------------------------------------------------------------------------- hints
 
 
-def _major_minor(version: str | None) -> tuple[int, int] | None:
+def major_minor(version: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a version (``"2.9.0+cu128"`` -> ``(2, 9)``); None if unreadable."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match[1]), int(match[2])) if match else None
+
+
+def same_release(a: str | None, b: str | None) -> bool:
+    """The one rule for a framework pair built together (torch/torch_xla, tensorflow/its TPU
+    build): the same major.minor. Unreadable versions are not called a mismatch."""
+    ma, mb = major_minor(a), major_minor(b)
+    return ma is None or mb is None or ma == mb
 
 
 _TF_TPU_OPT_IN = (
@@ -526,7 +534,7 @@ def _framework_hints(rt_tpu: TPUInfo | None, fw: Mapping[str, str | None]) -> li
     torch, xla = fw.get("torch"), fw.get("torch_xla")
     if xla and not torch:
         hints.append(f"torch_xla {xla} is installed without torch: install torch {xla}.")
-    elif xla and torch and _major_minor(torch) != _major_minor(xla):
+    elif xla and torch and not same_release(torch, xla):
         hints.append(
             f"torch {torch} and torch_xla {xla} do not match: torch_xla needs the same "
             "major.minor torch, or importing it fails with '_XLAC ... undefined symbol'. On Colab "
