@@ -76,18 +76,20 @@ def test_timeout_kills_grandchildren_and_does_not_hang(tmp_path):
 
     def call() -> None:
         try:
-            fresh_process.run_python(["-c", code], timeout_s=3)
+            # 15 s: the child must have started its grandchild before the kill, also when
+            # Python takes seconds to start on a loaded machine.
+            fresh_process.run_python(["-c", code], timeout_s=15)
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             outcome.append(exc)
 
     worker = threading.Thread(target=call, daemon=True)
     worker.start()
-    worker.join(timeout=30)
+    worker.join(timeout=120)  # the 15 s timeout, then the kill: never near 120 s unless it hangs
     grandchild = int(pid_file.read_text()) if pid_file.exists() else None
     try:
-        assert not worker.is_alive(), "run_python hung after its timeout"
+        assert not worker.is_alive(), "run_python had not returned 120 s after its 15 s timeout"
         assert outcome and isinstance(outcome[0], fresh_process.FreshProcessError)
-        assert grandchild is not None
+        assert grandchild is not None, "the child never wrote its grandchild's pid (15 s)"
         assert not _alive(grandchild), "the grandchild outlived run_python"
     finally:
         if grandchild is not None and _alive(grandchild):
@@ -118,7 +120,7 @@ def _alive(pid: int) -> bool:
     import time
     from pathlib import Path
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a killed process can take seconds to go on a busy machine
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
