@@ -120,3 +120,17 @@ def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
         "def f():\n    if True:\n        import keras.ops\n        from utils.tf import x\n"
     )
     assert [name for _, name in imports_of(sample)] == ["keras.ops", "utils.tf"]
+
+
+def test_the_maps_name_every_module() -> None:
+    """utils/__init__.py's docstring names every core and tools module; CONTRIBUTING's layout
+    table names every module of every layer (a new module goes on the maps)."""
+    import utils
+
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    table = contributing[contributing.index("| place |") : contributing.index("Layers, lowest")]
+    missing_doc = [m for m in CORE if f"``{m.rsplit('.', 1)[1]}``" not in (utils.__doc__ or "")]
+    assert not missing_doc, f"utils/__init__.py's docstring does not name {missing_doc}"
+    every = [p.stem for p in (ROOT / "utils").rglob("*.py") if p.stem != "__init__"]
+    missing_table = sorted(m for m in every if f"`{m}`" not in table)
+    assert not missing_table, f"CONTRIBUTING's layout table does not name {missing_table}"
