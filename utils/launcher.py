@@ -236,37 +236,10 @@ def launch(
 
     log_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
     job = _Job(num_processes, time.monotonic())
+    base_env = {"COURSE_NUM_PROCESSES": str(num_processes), "COURSE_COORDINATOR": coordinator}
+    base_env.update(env or {})
     try:
-        for rank, argv in enumerate(argvs):
-            values = {
-                "process_id": rank,
-                "num_processes": num_processes,
-                "port": port,
-                "coordinator": coordinator,
-            }
-            args = [str(a).format(**values) for a in argv]
-            rank_env = {
-                "COURSE_PROCESS_ID": str(rank),
-                "COURSE_NUM_PROCESSES": str(num_processes),
-                "COURSE_COORDINATOR": coordinator,
-                **(env or {}),
-                **(env_for_rank(rank) if env_for_rank else {}),
-                "PYTHONUNBUFFERED": "1",
-            }
-            with open(log_dir / f"process-{rank}.log", "wb") as log:
-                try:
-                    job.procs.append(
-                        fresh_process.spawn(
-                            [sys.executable, *args] if python else args,
-                            env=fresh_process.child_env(rank_env),
-                            cwd=cwd,
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                        )
-                    )
-                except OSError as exc:
-                    job.fail(f"process {rank} could not be started: {exc}")
-                    break
+        job.start(argvs, coordinator, log_dir, base_env, env_for_rank, cwd, python)
         job.supervise(timeout_s, poll_s)
     except BaseException:
         job.reason = job.reason or "the launcher was interrupted; stopped every process"
@@ -308,6 +281,40 @@ class _Job:
     def fail(self, reason: str) -> None:
         self.reason = reason
         self.first_failure = time.monotonic() - self.t0
+
+    def start(
+        self,
+        argvs: list[list[str]],
+        coordinator: str,
+        log_dir: Path,
+        env: Mapping[str, str],
+        env_for_rank: Callable[[int], Mapping[str, str]] | None,
+        cwd: str | os.PathLike[str] | None,
+        python: bool,
+    ) -> None:
+        """Spawn one process per rank, each logging to ``log_dir/process-<rank>.log``."""
+        port = coordinator.rpartition(":")[2]
+        for rank, argv in enumerate(argvs):
+            values = {"process_id": rank, "num_processes": self.num_processes}
+            values.update(port=port, coordinator=coordinator)
+            args = [str(a).format(**values) for a in argv]
+            rank_env = {"COURSE_PROCESS_ID": str(rank), **env}
+            rank_env.update(env_for_rank(rank) if env_for_rank else {})
+            rank_env["PYTHONUNBUFFERED"] = "1"
+            with open(log_dir / f"process-{rank}.log", "wb") as log:
+                try:
+                    self.procs.append(
+                        fresh_process.spawn(
+                            [sys.executable, *args] if python else args,
+                            env=fresh_process.child_env(rank_env),
+                            cwd=cwd,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                        )
+                    )
+                except OSError as exc:
+                    self.fail(f"process {rank} could not be started: {exc}")
+                    return
 
     def supervise(self, timeout_s: float, poll_s: float) -> None:
         """Poll until every process exited 0, one failed, or ``timeout_s`` passed."""

@@ -512,6 +512,19 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"run_course: {problem}", file=sys.stderr)
             return 2
 
+    return _run_all(args, notebooks, parameters, declared, per_notebook, out_dir, results_dir)
+
+
+def _run_all(
+    args: argparse.Namespace,
+    notebooks: list[Path],
+    parameters: dict[str, Any],
+    declared: dict[str, list[str]],
+    per_notebook: dict[str, dict[str, Any]],
+    out_dir: Path,
+    results_dir: Path,
+) -> int:
+    """Run the checked selection one notebook at a time; print progress and the summary."""
     for name, value in QUIET_ENV.items():
         os.environ.setdefault(name, value)
     os.environ["COURSE_RESULTS_DIR"] = str(results_dir)
