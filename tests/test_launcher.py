@@ -331,3 +331,33 @@ def test_malformed_tf_config_names_the_field(cfg, field):
     with pytest.raises(LaunchError) as err:
         tf_cluster.parse_tf_config(text)
     assert field in str(err.value)
+
+
+def test_a_reserved_port_is_kept_from_other_rehearsals():
+    """Two rehearsals started side by side: the port one picked is never handed to the other
+    before it is released (the OS could otherwise return it to a second bind(0))."""
+    port = launcher.free_port()
+    probe = (
+        "import fcntl, sys\n"
+        "from utils import launcher\n"
+        f"f = open(launcher._port_lock_dir() / '{port}.lock', 'w')\n"
+        "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+        "except OSError:\n    print('taken')\n"
+    )
+
+    def other_rehearsal_sees() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    try:
+        assert other_rehearsal_sees() == "taken"
+        other = launcher.free_port()
+        launcher.release_port(other)
+        assert other != port
+    finally:
+        launcher.release_port(port)
+    assert other_rehearsal_sees() == "free"
