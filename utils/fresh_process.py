@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -107,41 +106,37 @@ def _kill_all_live_groups() -> None:
         _LIVE_GROUPS.discard(pgid)
 
 
+_HAS_PROC = Path("/proc/self").exists()  # Linux
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, ...; None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie (Linux ``/proc``; ``kill -0`` elsewhere)."""
-    status = Path(f"/proc/{pid}/status")
-    if Path("/proc/self").exists():
-        try:
-            text = status.read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        m = re.search(r"^State:\s+(\S)", text, re.M)
-        return bool(m) and m.group(1) not in ("Z", "X")
+    if _HAS_PROC:
+        fields = _stat(pid)
+        return fields is not None and fields[0] not in ("Z", "X")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
 def group_members(pgid: int) -> list[int]:
     """Pids of the running (not zombie) processes of group ``pgid`` (Linux; else the leader)."""
-    if not Path("/proc/self").exists():
+    if not _HAS_PROC:
         return [pgid] if pid_alive(pgid) else []
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()  # state, ppid, pgrp, ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            found.append(int(entry))
-    return found
+    found = [(int(e), _stat(e)) for e in os.listdir("/proc") if e.isdigit()]
+    return [pid for pid, f in found if f and f[2] == str(pgid) and f[0] not in ("Z", "X")]
 
 
 def stop(proc: subprocess.Popen[Any], *, grace_s: float = 0.0, gone_within_s: float = 30.0) -> None:
