@@ -365,8 +365,10 @@ def _dev_count(root: str, subdir: str, pattern: str) -> int:
     return sum(1 for name in _listdir(_path(root, subdir)) if rx.fullmatch(name))
 
 
-def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo | None:
-    """Find a TPU VM or a TPU Node; malformed settings become hints, never exceptions."""
+def _accelerator_type(
+    env: Mapping[str, str], hints: list[str]
+) -> tuple[str | None, str | None, int | None]:
+    """``(type, generation, chips in the slice)`` from ``TPU_ACCELERATOR_TYPE``; odd values hint."""
     acc_type_raw = env.get("TPU_ACCELERATOR_TYPE")
     acc_type = generation = None
     slice_chips = None
@@ -386,6 +388,12 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
                     "TensorCores, two per chip, so the number should be even; chip count unknown."
                 )
 
+    return acc_type, generation, slice_chips
+
+
+def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo | None:
+    """Find a TPU VM or a TPU Node; malformed settings become hints, never exceptions."""
+    acc_type, generation, slice_chips = _accelerator_type(env, hints)
     pci_chips, pci_generation = _pci_tpus(root)
     accel_devs = _dev_count(root, "/dev", r"accel\d+")
     vfio_groups = _dev_count(root, "/dev/vfio", r"\d+")
