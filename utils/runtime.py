@@ -40,7 +40,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from utils import tpu_address
+from utils import fresh_process, tpu_address
 from utils.tpu_address import show as _show
 
 __all__ = [
@@ -178,17 +178,9 @@ def _listdir(path: str) -> list[str]:
 
 
 def run_command(args: Sequence[str], timeout_s: float) -> str:
-    """Default ``CommandRunner``: run ``args`` and return stdout ('' on a non-zero exit)."""
-    import subprocess  # only when a command is actually run
-
-    done = subprocess.run(
-        list(args),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    """Default ``CommandRunner``: run ``args`` with :func:`utils.fresh_process.run_child` (its own
+    session, bounded) and return stdout ('' on a non-zero exit or a timeout)."""
+    done = fresh_process.run_child(args, env=dict(os.environ), timeout_s=timeout_s)
     return done.stdout if done.returncode == 0 else ""
 
 
