@@ -8,8 +8,9 @@ and the torch_xla runner (``utils.torch.launch``) all start children here:
 
 - :func:`child_env`: this process's environment plus ``env``, with the course importable
   (``PYTHONPATH`` starts with :data:`utils.ROOT`);
-- :func:`spawn`: start a command in a session (process group) of its own that dies with this
-  process (Linux ``PR_SET_PDEATHSIG``, plus an ``atexit`` hook that kills every group still live);
+- :func:`spawn`: start a command in a session (process group) of its own, killed with every
+  group still live by an ``atexit`` hook (and, if asked, when this process dies: Linux
+  ``PR_SET_PDEATHSIG``);
 - :func:`stop`: SIGTERM the whole group, SIGKILL it after a grace period, reap the child and wait
   (bounded) until no member of the group is left running;
 - :func:`run_child`: spawn, wait up to a timeout, stop; returns the output also on a timeout;
@@ -72,13 +73,16 @@ def spawn(
     cwd: str | os.PathLike[str] | None = None,
     stdout: Any = subprocess.PIPE,
     stderr: Any = subprocess.PIPE,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[str]:
     """Start ``args`` in a new session (its pid is the group id), stdin closed, text output.
 
     ``env`` is the child's whole environment (build it with :func:`child_env`). The group is
-    registered for :func:`stop` and for the kill at interpreter exit.
+    registered for :func:`stop` and for the kill at interpreter exit. ``die_with_parent``
+    (Linux): the child is SIGKILLed if this process dies without cleaning up; it needs a Python
+    hook between fork and exec, which JAX warns about in a process that imported it.
     """
-    linux = sys.platform.startswith("linux")
+    linux = sys.platform.startswith("linux") and die_with_parent
     proc = subprocess.Popen(
         list(args),
         stdin=subprocess.DEVNULL,

@@ -310,6 +310,7 @@ class _Job:
                             cwd=cwd,
                             stdout=log,
                             stderr=subprocess.STDOUT,
+                            die_with_parent=True,  # a killed launcher takes its job with it
                         )
                     )
                 except OSError as exc:
