@@ -143,6 +143,12 @@ def group_members(pgid: int) -> list[int]:
     return [pid for pid, f in found if f and f[2] == str(pgid) and f[0] not in ("Z", "X")]
 
 
+def children(pid: int) -> list[int]:
+    """Pids of the running (not zombie) children of ``pid`` (Linux; elsewhere none)."""
+    found = [(int(e), _stat(e)) for e in os.listdir("/proc") if e.isdigit()] if _HAS_PROC else []
+    return [c for c, f in found if f and f[1] == str(pid) and f[0] not in ("Z", "X")]
+
+
 def stop(proc: subprocess.Popen[Any], *, grace_s: float = 0.0, gone_within_s: float = 30.0) -> None:
     """Stop ``proc``'s whole group: SIGTERM, ``grace_s`` to exit, then SIGKILL; reap; wait.
 
