@@ -21,9 +21,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Tests and stored outputs use the offline CIFAR-10 stand-in: CI has no network, and tests may
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
-test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
+test test-unit test-notebooks refresh load-drill: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms lint format refresh bench report set-repo-url clean
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms lint format refresh bench report set-repo-url clean load-drill
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -31,6 +31,7 @@ help:
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
 	@echo "make test-platforms  notebook 02 under Colab's TPU image versions (PLATFORM=kaggle for Kaggle's)"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
+	@echo "make load-drill  unit tests with a CPU hog beside them (HOGS=4; DRILL_NB=08 adds nbval of one notebook)"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    tf.data pipeline benchmark, then the training ladder (MFU per rung, roofline error)"
 	@echo "make report   merge build/results and results/ from several machines into build/report.md"
@@ -103,6 +104,15 @@ test-platforms: $(PLATFORM_STAMP)
 	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider tests/platforms
 	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider --nbval-lax \
 	    --nbval-kernel-name tpu-course-$(PLATFORM) notebooks/02_keras_jax_cifar10.ipynb
+
+# Maintainers: the unit tests with HOGS busy processes beside them (and nbval of DRILL_NB, if
+# set), bounded by DRILL_TIMEOUT seconds; the hogs are stopped however it ends. On the shared
+# machine: flock /tmp/course-heavy.lock make load-drill
+HOGS          ?= 4
+DRILL_NB      ?=
+DRILL_TIMEOUT ?= 1800
+load-drill: $(STAMP)
+	$(BIN)/python -m utils.tools.load_drill --hogs $(HOGS) --timeout $(DRILL_TIMEOUT) $(if $(DRILL_NB),--nb $(DRILL_NB))
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks

@@ -70,37 +70,6 @@ def test_prepare_respects_course_no_install_on_colab():
         bootstrap.prepare(["no_such_module_for_the_course"], env=env)
 
 
-def test_check_params_accepts_right_types_and_none_when_allowed():
-    bootstrap.check_params(EPOCHS=(3, int, False), LR=(1, float, False), SUBSET=(None, int, True))
-
-
-@pytest.mark.parametrize(
-    ("value", "expected", "allow_none"),
-    [("3", int, False), (True, int, False), (None, int, False), (2.5, int, True)],
-)
-def test_check_params_rejects_wrong_types_with_the_papermill_fix(value, expected, allow_none):
-    with pytest.raises(TypeError) as info:
-        bootstrap.check_params(EPOCHS=(value, expected, allow_none))
-    message = str(info.value)
-    assert "EPOCHS" in message and repr(value) in message and "-p EPOCHS" in message
-
-
-def test_check_params_rules_name_the_parameter_and_the_allowed_values() -> None:
-    from utils.bootstrap import Choice, Range
-
-    bootstrap.check_params(
-        EPOCHS=(3, int, True, Range(min=1)),
-        MODE=("sqrt", str, False, Choice("none", "sqrt")),
-        SIZE=(None, int, True, Range(min=8)),
-    )
-    with pytest.raises(ValueError, match=r"EPOCHS must be in \[1, inf\].*got 0"):
-        bootstrap.check_params(EPOCHS=(0, int, True, Range(min=1)))
-    with pytest.raises(ValueError, match=r"LATENCY_MS must be in \[0, inf\].*-5"):
-        bootstrap.check_params(LATENCY_MS=(-5.0, float, False, Range(min=0)))
-    with pytest.raises(ValueError, match=r"MODE must be one of 'none', 'sqrt'.*'cube'"):
-        bootstrap.check_params(MODE=("cube", str, False, Choice("none", "sqrt")))
-
-
 # --------------------------------------------------------------------------- runtimes, faked
 # Package sets from shared/platforms/ (Colab: backend-info pip-freeze.tpu.txt 2026-08; Kaggle:
 # docker-python tpu/ 2026-08): what `importlib.metadata` would report there.

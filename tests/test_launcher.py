@@ -14,13 +14,17 @@ import time
 import numpy as np
 import pytest
 
-from utils import launcher
+from utils import ROOT, checkpoints, launcher, tf_cluster
 from utils.launcher import LaunchError, launch
 
 
-def _assert_all_gone(pids):
-    still = [p for p in pids if launcher.pid_alive(p)]
-    assert not still, f"processes still running after the job: {still}"
+def _assert_all_gone(pids, within_s=60.0):
+    """Every pid ends (or is a zombie) within ``within_s``: a killed process on a loaded machine
+    takes a moment to be torn down, so this waits for the event instead of looking once."""
+    deadline = time.monotonic() + within_s
+    while (still := [p for p in pids if launcher.pid_alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not still, f"processes still running {within_s:g} s after the job ended: {still}"
 
 
 def _pids_in_logs(result, tag="CHILD"):
@@ -74,11 +78,15 @@ def test_timeout_kills_every_process_and_its_children():
         time.sleep(120)
         """
     )
-    result = launch(["-c", code], 2, timeout_s=3, grace_s=0.5)
+    # 15 s: both workers must have started their grandchild before the timeout, also when
+    # Python takes seconds to start on a loaded machine.
+    result = launch(["-c", code], 2, timeout_s=15, grace_s=0.5)
     assert not result.ok
-    assert "ran past its 3 s timeout" in result.reason
+    assert "ran past its 15 s timeout" in result.reason
     grandchildren = _pids_in_logs(result)
-    assert len(grandchildren) == 2
+    assert len(grandchildren) == 2, (
+        f"not every worker started its grandchild in 15 s: {result.summary()}"
+    )
     assert all(w.stopped_by_launcher for w in result.workers)
     assert all(w.returncode == -signal.SIGKILL for w in result.workers)
     _assert_all_gone(result.pids + grandchildren)
@@ -143,8 +151,8 @@ def test_workers_die_with_a_killed_launcher():
     )
     parent = subprocess.Popen(
         [sys.executable, "-c", code],
-        cwd=launcher.ROOT,
-        env={**os.environ, "PYTHONPATH": str(launcher.ROOT)},
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
     )
     try:
@@ -159,15 +167,53 @@ def test_workers_die_with_a_killed_launcher():
             ]
         assert len(workers) == 2, "the launcher did not start its two workers"
         os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while any(launcher.pid_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        parent.wait(timeout=60)
         _assert_all_gone(workers)
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait(timeout=10)
+
+
+def test_interpreter_exit_kills_what_a_job_left_running(tmp_path):
+    """The exit hook: the launcher's thread never reaches its cleanup (the interpreter exits
+    under it), the workers die with their parent thread, and the grandchild they started, which
+    nothing else would stop, is killed with its process group at interpreter exit."""
+    pid_file = tmp_path / "grandchild.pid"
+    worker = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(p.pid)); "
+        f"__import__('os').replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r}); "
+        "time.sleep(120)"
+    )
+    code = textwrap.dedent(
+        f"""
+        import pathlib, threading, time
+        from utils.launcher import launch
+        threading.Thread(target=launch, args=(["-c", {worker!r}], 1),
+                         kwargs={{"timeout_s": 120}}, daemon=True).start()
+        deadline = time.monotonic() + 120
+        while not pathlib.Path({str(pid_file)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=180,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert pid_file.exists(), "the worker never started its grandchild (waited 120 s)"
+    grandchild = int(pid_file.read_text())
+    try:
+        _assert_all_gone([grandchild])
+    finally:
+        if launcher.pid_alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 def _is_worker(pid: int) -> bool:  # exec'd already (not between fork and exec)
@@ -190,17 +236,17 @@ def _parent_of(pid: int) -> int | None:
 
 
 def test_checkpoint_round_trip_and_latest(tmp_path):
-    assert launcher.latest_checkpoint(tmp_path / "none") is None
-    launcher.save_checkpoint(tmp_path, 3, {"w": np.arange(3.0)})
-    launcher.save_checkpoint(tmp_path, 10, {"w": np.arange(4.0), "b": np.ones(2)})
-    step, arrays = launcher.latest_checkpoint(tmp_path)
+    assert checkpoints.latest_checkpoint(tmp_path / "none") is None
+    checkpoints.save_checkpoint(tmp_path, 3, {"w": np.arange(3.0)})
+    checkpoints.save_checkpoint(tmp_path, 10, {"w": np.arange(4.0), "b": np.ones(2)})
+    step, arrays = checkpoints.latest_checkpoint(tmp_path)
     assert step == 10
     np.testing.assert_array_equal(arrays["w"], np.arange(4.0))
     assert sorted(arrays) == ["b", "w"]
 
 
 def test_failed_write_leaves_previous_checkpoint_and_no_temp(tmp_path, monkeypatch):
-    launcher.save_checkpoint(tmp_path, 1, {"w": np.zeros(3)})
+    checkpoints.save_checkpoint(tmp_path, 1, {"w": np.zeros(3)})
 
     def half_then_fail(f, **arrays):
         f.write(b"PK\x03\x04 partial")
@@ -208,9 +254,9 @@ def test_failed_write_leaves_previous_checkpoint_and_no_temp(tmp_path, monkeypat
 
     monkeypatch.setattr(np, "savez", half_then_fail)
     with pytest.raises(OSError, match="disk full"):
-        launcher.save_checkpoint(tmp_path, 2, {"w": np.ones(3)})
+        checkpoints.save_checkpoint(tmp_path, 2, {"w": np.ones(3)})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-00000001.npz"]
-    assert launcher.latest_checkpoint(tmp_path)[0] == 1
+    assert checkpoints.latest_checkpoint(tmp_path)[0] == 1
 
 
 def test_kill_during_write_never_leaves_a_complete_looking_checkpoint(tmp_path):
@@ -219,26 +265,26 @@ def test_kill_during_write_never_leaves_a_complete_looking_checkpoint(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, numpy as np
-        from utils import launcher
-        launcher.save_checkpoint({str(tmp_path)!r}, 1, {{"w": np.zeros(1000)}})
+        from utils import ROOT, checkpoints, launcher, tf_cluster
+        checkpoints.save_checkpoint({str(tmp_path)!r}, 1, {{"w": np.zeros(1000)}})
         def killed_while_writing(f, **arrays):
             f.write(b"PK" + b"x" * 100_000); f.flush()
             os.kill(os.getpid(), 9)
         np.savez = killed_while_writing
-        launcher.save_checkpoint({str(tmp_path)!r}, 2, {{"w": np.ones(1000)}})
+        checkpoints.save_checkpoint({str(tmp_path)!r}, 2, {{"w": np.ones(1000)}})
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=launcher.ROOT,
-        env={**os.environ, "PYTHONPATH": str(launcher.ROOT)},
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=60,
     )
     assert done.returncode == -signal.SIGKILL
     names = sorted(p.name for p in tmp_path.iterdir())
     assert "ckpt-00000001.npz" in names and "ckpt-00000002.npz" not in names
     assert any(n.startswith(".tmp-ckpt-") for n in names), names
-    step, arrays = launcher.latest_checkpoint(tmp_path)
+    step, arrays = checkpoints.latest_checkpoint(tmp_path)
     assert step == 1 and arrays["w"].sum() == 0
 
 
@@ -246,12 +292,12 @@ def test_kill_during_write_never_leaves_a_complete_looking_checkpoint(tmp_path):
 
 
 def test_tf_config_round_trip():
-    cfg = json.loads(launcher.tf_config([2222, 3333], 1))
+    cfg = json.loads(tf_cluster.tf_config([2222, 3333], 1))
     assert cfg == {
         "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:3333"]},
         "task": {"type": "worker", "index": 1},
     }
-    assert launcher.parse_tf_config(json.dumps(cfg)) == cfg
+    assert tf_cluster.parse_tf_config(json.dumps(cfg)) == cfg
 
 
 @pytest.mark.parametrize(
@@ -283,5 +329,35 @@ def test_tf_config_round_trip():
 def test_malformed_tf_config_names_the_field(cfg, field):
     text = cfg if cfg is None or isinstance(cfg, str) else json.dumps(cfg)
     with pytest.raises(LaunchError) as err:
-        launcher.parse_tf_config(text)
+        tf_cluster.parse_tf_config(text)
     assert field in str(err.value)
+
+
+def test_a_reserved_port_is_kept_from_other_rehearsals():
+    """Two rehearsals started side by side: the port one picked is never handed to the other
+    before it is released (the OS could otherwise return it to a second bind(0))."""
+    port = launcher.free_port()
+    probe = (
+        "import fcntl, sys\n"
+        "from utils import launcher\n"
+        f"f = open(launcher._port_lock_dir() / '{port}.lock', 'w')\n"
+        "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+        "except OSError:\n    print('taken')\n"
+    )
+
+    def other_rehearsal_sees() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    try:
+        assert other_rehearsal_sees() == "taken"
+        other = launcher.free_port()
+        launcher.release_port(other)
+        assert other != port
+    finally:
+        launcher.release_port(port)
+    assert other_rehearsal_sees() == "free"

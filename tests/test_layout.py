@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -52,10 +53,84 @@ def test_every_stack_subpackage_says_what_it_loads() -> None:
         assert "importing" in doc and framework.split("flow")[0] in doc, init
 
 
-def test_no_stack_module_sits_in_the_core() -> None:
-    """A top-level utils module that imports a framework at its top belongs in a subpackage."""
-    for path in (ROOT / "utils").glob("*.py"):
-        head = path.read_text(encoding="utf-8")
-        for framework in FRAMEWORKS:
-            assert f"\nimport {framework}\n" not in head, path
-            assert f"\nfrom {framework} import" not in head, path
+# Layers, lowest first: the core; the stacks (utils.keras is shared by the TF and JAX stacks);
+# the maintainer tools. A module may import its own layer or a lower one, never a higher one.
+STACK_FRAMEWORKS = {
+    "tf": {"tensorflow", "keras"},
+    "keras": {"keras", "tensorflow", "jax"},  # Keras 3 and the backends it runs on
+    "jax": {"jax", "jaxlib", "keras", "optax", "flax"},
+    "torch": {"torch", "torch_xla", "torchvision"},
+}
+STACK_MAY_USE = {"tf": {"keras"}, "jax": {"keras"}, "keras": set(), "torch": set()}
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, at any depth (in functions, ``if``, ``try``), by ``ast``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            if node.module == "utils":  # from utils import tf -> utils.tf
+                found += [(node.lineno, f"utils.{alias.name}") for alias in node.names]
+    return found
+
+
+def _layer(module: str) -> str | None:
+    """``core``, a stack name, ``tools``, or None for a module outside ``utils``."""
+    parts = module.split(".")
+    if parts[0] != "utils":
+        return None
+    if len(parts) > 1 and parts[1] in (*STACK_FRAMEWORKS, "tools"):
+        return parts[1]
+    return "core"
+
+
+def _problems(path: Path) -> list[str]:
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    layer = _layer(module)
+    problems = []
+    for line, name in imports_of(path):
+        top, target = name.split(".")[0], _layer(name)
+        where = f"{path.relative_to(ROOT)}:{line} imports {name}"
+        if top in FRAMEWORKS and layer in ("core", "tools"):
+            problems.append(f"{where}: a framework in the {layer} (move it to a stack)")
+        elif top in FRAMEWORKS and layer in STACK_FRAMEWORKS and top not in STACK_FRAMEWORKS[layer]:
+            problems.append(f"{where}: not a framework of utils.{layer}")
+        elif target == "tools" and layer != "tools":
+            problems.append(f"{where}: the maintainer tools are the top layer")
+        elif target in STACK_FRAMEWORKS and layer == "core":
+            problems.append(f"{where}: the core never imports a stack")
+        elif target in STACK_FRAMEWORKS and layer in STACK_FRAMEWORKS and target != layer:
+            if target not in STACK_MAY_USE[layer]:
+                problems.append(f"{where}: utils.{layer} may not import utils.{target}")
+    return problems
+
+
+def test_no_import_crosses_the_layers_at_any_depth() -> None:
+    """Also imports inside functions: a core function that imports Keras is a stack module."""
+    problems = [p for path in sorted((ROOT / "utils").rglob("*.py")) for p in _problems(path)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f():\n    if True:\n        import keras.ops\n        from utils.tf import x\n"
+    )
+    assert [name for _, name in imports_of(sample)] == ["keras.ops", "utils.tf"]
+
+
+def test_the_maps_name_every_module() -> None:
+    """utils/__init__.py's docstring names every core and tools module; CONTRIBUTING's layout
+    table names every module of every layer (a new module goes on the maps)."""
+    import utils
+
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    table = contributing[contributing.index("| place |") : contributing.index("Layers, lowest")]
+    missing_doc = [m for m in CORE if f"``{m.rsplit('.', 1)[1]}``" not in (utils.__doc__ or "")]
+    assert not missing_doc, f"utils/__init__.py's docstring does not name {missing_doc}"
+    every = [p.stem for p in (ROOT / "utils").rglob("*.py") if p.stem != "__init__"]
+    missing_table = sorted(m for m in every if f"`{m}`" not in table)
+    assert not missing_table, f"CONTRIBUTING's layout table does not name {missing_table}"

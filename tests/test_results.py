@@ -177,6 +177,19 @@ def test_load_rejects_bad_files_clearly(tmp_path: Path, kind: str) -> None:
     assert info.value.path == path
 
 
+FIELDS = ("format", "schema_version", "notebook", "created", "machine", "runtime", "versions")
+
+
+@pytest.mark.parametrize("field", [*FIELDS, "metrics"])
+def test_every_field_is_required_and_its_absence_is_named(tmp_path: Path, field: str) -> None:
+    assert field in results.SCHEMA["required"], f"the schema no longer requires {field!r}"
+    assert set(results.READ_FIELDS) <= set(results.SCHEMA["required"])
+    path = _write(tmp_path, _broken(lambda d: d.pop(field)))
+    with pytest.raises(ResultsError) as info:  # never a bare KeyError from load()
+        results.load(path)
+    assert repr(field) in str(info.value) or field in str(info.value)
+
+
 def test_load_rejects_unreadable_path(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="cannot read the file"):
         results.load(tmp_path / "missing.json")

@@ -1,4 +1,4 @@
-"""The work of every notebook's set-up cell: quiet logs, the right packages, checked parameters.
+"""The work of every notebook's set-up cell: quiet logs and the right packages.
 
 Framework-free: this module decides *what* is missing by looking at installed package metadata
 (``importlib``), never by importing TensorFlow or torch_xla (on a TPU VM that would grab the chip).
@@ -25,7 +25,6 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from utils import runtime
 
@@ -382,74 +381,3 @@ def skip_unless_tf_tpu(
     )
     return True
 
-
-@dataclass(frozen=True)
-class Range:
-    """Allowed numbers for a parameter: ``Range(min=1)``, ``Range(0, 1)``; ends are inclusive."""
-
-    min: float | None = None
-    max: float | None = None
-
-    def problem(self, value: float) -> str | None:
-        if (self.min is not None and value < self.min) or (
-            self.max is not None and value > self.max
-        ):
-            lo = "-inf" if self.min is None else f"{self.min:g}"
-            hi = "inf" if self.max is None else f"{self.max:g}"
-            return f"must be in [{lo}, {hi}]"
-        return None
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Allowed values for a parameter: ``Choice("none", "sqrt", "linear")``."""
-
-    values: tuple[Any, ...]
-
-    def __init__(self, *values: Any) -> None:
-        object.__setattr__(self, "values", values)
-
-    def problem(self, value: Any) -> str | None:
-        if value in self.values:
-            return None
-        return "must be one of " + ", ".join(repr(v) for v in self.values)
-
-
-ParamSpec = (
-    tuple[Any, type | tuple[type, ...], bool] | tuple[Any, type | tuple[type, ...], bool, Any]
-)
-
-
-def check_params(**specs: ParamSpec) -> None:
-    """Validate papermill parameters: ``check_params(EPOCHS=(EPOCHS, int, True, Range(min=1)))``.
-
-    Each spec is ``(value, expected type(s), None allowed[, rule])``, where the optional rule is a
-    :class:`Range` or a :class:`Choice`. An ``int`` is accepted where a ``float`` is expected; a
-    ``bool`` is never accepted as a number. ``None`` (when allowed) means "the default for this
-    hardware" and is not checked against the rule.
-
-    Raises:
-        TypeError: naming the parameter, the value received, its type and what was expected,
-            with the papermill spelling that passes the right type.
-        ValueError: naming the parameter, the value and the allowed range or choices.
-    """
-    for name, spec in specs.items():
-        value, expected, allow_none = spec[:3]
-        rule = spec[3] if len(spec) > 3 else None
-        if value is None and allow_none:
-            continue
-        types = expected if isinstance(expected, tuple) else (expected,)
-        if float in types and int not in types:
-            types = (*types, int)
-        is_bool_as_number = isinstance(value, bool) and bool not in types
-        if not isinstance(value, types) or is_bool_as_number:
-            wanted = " or ".join(t.__name__ for t in types) + (" or None" if allow_none else "")
-            raise TypeError(
-                f"Parameter {name} must be {wanted}, but got {value!r} ({type(value).__name__}). "
-                f"With papermill pass it typed, e.g. `-p {name} <value>` (not `-r`, which passes a "
-                "string), or in a YAML file with `-f`."
-            )
-        problem = rule.problem(value) if rule is not None else None
-        if problem:
-            default = " (or None for this hardware's default)" if allow_none else ""
-            raise ValueError(f"Parameter {name} {problem}{default}, but got {value!r}.")

@@ -399,6 +399,21 @@ def _shape_masks(kind: np.ndarray, cx, cy, r, angle, yy, xx) -> np.ndarray:
     return np.take_along_axis(masks, kind[None, :, None, None], axis=0)[0]
 
 
+def _random_masks(
+    rng: np.random.Generator,
+    kind: np.ndarray,
+    *,
+    centre: tuple[float, float],
+    radius: tuple[float, float],
+    grid: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """Masks of shapes ``kind`` at a random centre (x, y), radius and rotation (draws in order)."""
+    n = len(kind)
+    cx, cy = rng.uniform(*centre, n), rng.uniform(*centre, n)
+    r, angle = rng.uniform(*radius, n), rng.uniform(0, np.pi, n)
+    return _shape_masks(kind, cx, cy, r, angle, *grid)
+
+
 def make_standin(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` deterministic, class-balanced synthetic 32x32 RGB images and their labels.
 
@@ -418,15 +433,7 @@ def make_standin(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     img = bg + grad
     # Distractor: any shape, any hue, smaller, dimmer.
     d_kind = rng.integers(0, 5, n)
-    d_mask = _shape_masks(
-        d_kind,
-        rng.uniform(4, 28, n),
-        rng.uniform(4, 28, n),
-        rng.uniform(3, 6, n),
-        rng.uniform(0, np.pi, n),
-        yy,
-        xx,
-    )
+    d_mask = _random_masks(rng, d_kind, centre=(4, 28), radius=(3, 6), grid=(yy, xx))
     d_rgb = _hsv_to_rgb(rng.uniform(0, 1, n), rng.uniform(0.3, 1, n), rng.uniform(0.4, 0.9, n))
     alpha_d = rng.uniform(0.4, 0.8, (n, 1, 1, 1)).astype(np.float32)
     img = (
@@ -437,15 +444,7 @@ def make_standin(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     warm = labels % 2 == 0
     hue = np.where(warm, rng.uniform(-0.08, 0.17, n) % 1.0, rng.uniform(0.42, 0.75, n))
     rgb = _hsv_to_rgb(hue, rng.uniform(0.45, 1, n), rng.uniform(0.55, 1, n))
-    mask = _shape_masks(
-        kind,
-        rng.uniform(9, 23, n),
-        rng.uniform(9, 23, n),
-        rng.uniform(5, 11, n),
-        rng.uniform(0, np.pi, n),
-        yy,
-        xx,
-    )
+    mask = _random_masks(rng, kind, centre=(9, 23), radius=(5, 11), grid=(yy, xx))
     alpha = rng.uniform(0.6, 1.0, (n, 1, 1, 1)).astype(np.float32)
     img = img * (1 - alpha * mask[..., None]) + alpha * mask[..., None] * rgb[:, None, None]
     img += rng.normal(0, 0.08, size=img.shape).astype(np.float32)
@@ -523,7 +522,8 @@ def load_cifar10(
     Args:
         source: ``"auto"`` (real data from the cache or a download, else the stand-in; offline,
             always the stand-in), ``"cifar10"`` (real data from the cache or a download, or an
-            error), ``"keras"`` (``keras.datasets.cifar10``, as the seed; imports Keras),
+            error), ``"keras"`` (the same as ``"cifar10"``: the files ``keras.datasets.cifar10``
+            downloads and reads, in Keras' cache; the seed's loader, without importing Keras),
             ``"standin"`` (always the synthetic set).
         subset: ``None`` for 50,000/10,000 images; an int for that many training images (and a
             fifth as many test images, at least 1,000); or a ``(train, test)`` pair.
@@ -540,12 +540,8 @@ def load_cifar10(
     if source not in {"auto", "cifar10", "keras", "standin"}:
         raise ValueError(f"source={source!r}: use 'auto', 'cifar10', 'keras' or 'standin'")
 
-    if source == "keras":
-        import keras  # noqa: PLC0415 - only this path needs a framework
-
-        (xt, yt), (xv, yv) = keras.datasets.cifar10.load_data()
-        arrays = _finish((xt, yt.reshape(-1), xv, yv.reshape(-1)), sizes, normalize)
-        return CifarData(*arrays, CLASS_NAMES, "CIFAR-10 (keras.datasets.cifar10)", False)
+    if source == "keras":  # the files keras.datasets.cifar10 reads, read here (no Keras import)
+        source = "cifar10"
 
     # Declared offline, "auto" is the stand-in, whatever this machine has cached: reproducible.
     if source == "cifar10" or (source == "auto" and _declared_offline(offline) is not True):
@@ -583,3 +579,21 @@ def load_cifar10(
         "see utils.data.STANDIN_PATTERNS)"
     )
     return CifarData(*arrays, CLASS_NAMES, text, True)
+
+
+def drop_remainder(*arrays: np.ndarray, batch: int) -> tuple[np.ndarray, ...]:
+    """The arrays cut to a whole number of ``batch``-sized steps (static shapes, one program).
+
+    Raises:
+        ValueError: fewer samples than one batch, or arrays of different lengths.
+    """
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"arrays have different lengths: {sorted(lengths)}")
+    (n,) = lengths
+    keep = n // batch * batch
+    if keep == 0:
+        raise ValueError(
+            f"{n} samples make no full batch of {batch}: use more data or a smaller batch"
+        )
+    return tuple(a[:keep] for a in arrays)

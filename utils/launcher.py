@@ -11,9 +11,10 @@ module plays the role of ``--worker=all`` on one machine, with the safety a note
   output in its own log; it stops the whole job when one process fails, when all succeed,
   or after ``timeout_s``, and kills every process group it started (no orphans, also on
   interpreter exit or a parent that dies);
-- :func:`save_checkpoint` / :func:`latest_checkpoint` write ``.npz`` checkpoints atomically
-  (temp file, fsync, ``os.replace``), so a kill during a write never leaves a checkpoint that
-  loads as complete.
+- :func:`rank_from_env`: a worker's checked view of the values below.
+
+Children are started and stopped by :mod:`utils.fresh_process` (the course's one runner).
+Checkpoints live in :mod:`utils.checkpoints`, ``TF_CONFIG`` in :mod:`utils.tf_config`.
 
 Each command is a list of strings formatted with ``{process_id}``, ``{num_processes}``,
 ``{port}`` and ``{coordinator}``; the same values are in the environment as
@@ -22,12 +23,9 @@ Each command is a list of strings formatted with ``{process_id}``, ``{num_proces
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
-import json
+import fcntl
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -39,11 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
-ROOT = Path(__file__).resolve().parent.parent
+from utils import fresh_process
+from utils.fresh_process import pid_alive
 
-# Process groups started by this interpreter and not yet reaped; killed at exit.
-_LIVE_GROUPS: set[int] = set()
+LOOPBACK = "127.0.0.1"
+__all__ = [
+    "JobResult",
+    "LaunchError",
+    "WorkerResult",
+    "free_port",
+    "launch",
+    "latest_checkpoint",
+    "pid_alive",
+    "save_checkpoint",
+]
 
 
 class LaunchError(RuntimeError):
@@ -79,12 +86,46 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
     return True
 
 
+# Ports this process reserved: port -> the open lock file that keeps other rehearsals off it.
+_RESERVED: dict[int, Any] = {}
+
+
+def _port_lock_dir() -> Path:
+    folder = Path(tempfile.gettempdir()) / f"course-ports-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    """A TCP port on ``host``, free now and reserved for this process until :func:`release_port`.
+
+    The OS picks a free port; a lock file (``flock``) then keeps every other rehearsal on this
+    machine from picking the same one in the moment between choosing it and a coordinator
+    binding it, so two jobs started side by side cannot collide. The lock ends with this process.
+    """
     check_loopback(host)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port in _RESERVED:
+            continue
+        lock = open(_port_lock_dir() / f"{port}.lock", "w")  # noqa: SIM115 (kept open: the lock)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another rehearsal holds it
+            lock.close()
+            continue
+        _RESERVED[port] = lock
+        return port
+    raise LaunchError("found no free loopback port in 100 tries")
+
+
+def release_port(port: int) -> None:
+    """Let other rehearsals pick ``port`` again (no-op for a port this process did not reserve)."""
+    lock = _RESERVED.pop(port, None)
+    if lock is not None:
+        lock.close()
 
 
 def resolve_port(port: int | None, host: str = LOOPBACK) -> int:
@@ -103,58 +144,6 @@ def resolve_port(port: int | None, host: str = LOOPBACK) -> int:
 
 
 # ----------------------------------------------------------------------------- processes
-
-
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    def preexec() -> None:  # runs in the child between fork and exec (Linux)
-        with contextlib.suppress(Exception):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed if the launcher dies
-        if os.getppid() != parent:  # the launcher died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@atexit.register
-def _kill_all_live_groups() -> None:
-    for pgid in list(_LIVE_GROUPS):
-        _kill_group(pgid, signal.SIGKILL)
-        _LIVE_GROUPS.discard(pgid)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie (Linux ``/proc``; ``kill -0`` elsewhere)."""
-    status = Path(f"/proc/{pid}/status")
-    if status.parent.parent.exists() and Path("/proc/self").exists():
-        try:
-            text = status.read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        m = re.search(r"^State:\s+(\S)", text, re.M)
-        return bool(m) and m.group(1) not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -246,135 +235,140 @@ def launch(
     coordinator = f"{host}:{port}"
 
     log_dir = Path(tempfile.mkdtemp(prefix="course-launch-"))
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
-    ended: dict[int, float] = {}
-    stopped: set[int] = set()
-    t0 = time.monotonic()
+    job = _Job(num_processes, time.monotonic())
+    base_env = {"COURSE_NUM_PROCESSES": str(num_processes), "COURSE_COORDINATOR": coordinator}
+    base_env.update(env or {})
+    try:
+        job.start(argvs, coordinator, log_dir, base_env, env_for_rank, cwd, python)
+        job.supervise(timeout_s, poll_s)
+    except BaseException:
+        job.reason = job.reason or "the launcher was interrupted; stopped every process"
+        raise
+    finally:
+        job.stop_all(grace_s)
+        release_port(port)
+    workers = [
+        job.worker(rank, p, log_dir / f"process-{rank}.log") for rank, p in enumerate(job.procs)
+    ]
+    for path in log_dir.iterdir():
+        path.unlink()
+    log_dir.rmdir()
+    return JobResult(
+        ok=len(workers) == num_processes and all(w.returncode == 0 for w in workers),
+        reason=job.reason,
+        port=port,
+        workers=workers,
+        elapsed_s=time.monotonic() - job.t0,
+        first_failure_s=job.first_failure,
+        stop_s=job.stop_s,
+        pids=[p.pid for p in job.procs],
+    )
+
+
+@dataclass
+class _Job:
+    """The launcher's bookkeeping for one job (see :func:`launch`)."""
+
+    num_processes: int
+    t0: float
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    ended: dict[int, float] = field(default_factory=dict)
+    stopped: set[int] = field(default_factory=set)
+    reason: str = ""
     first_failure: float | None = None
     stop_s: float | None = None
-    reason = ""
-    try:
-        for rank, argv in enumerate(argvs):
-            values = {
-                "process_id": rank,
-                "num_processes": num_processes,
-                "port": port,
-                "coordinator": coordinator,
-            }
-            args = [str(a).format(**values) for a in argv]
-            if python:
-                args = [sys.executable, *args]
-            child_env = {
-                **os.environ,
-                **(env or {}),
-                **(env_for_rank(rank) if env_for_rank else {}),
-            }
-            child_env.setdefault("COURSE_PROCESS_ID", str(rank))
-            child_env.setdefault("COURSE_NUM_PROCESSES", str(num_processes))
-            child_env.setdefault("COURSE_COORDINATOR", coordinator)
-            child_env["PYTHONUNBUFFERED"] = "1"
-            child_env["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [str(ROOT), child_env.get("PYTHONPATH")])
-            )
-            log = open(log_dir / f"process-{rank}.log", "wb")  # noqa: SIM115 (closed below)
-            logs.append(log)
-            try:
-                proc = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd if cwd is not None else ROOT,
-                    env=child_env,
-                    start_new_session=True,  # own process group: one killpg stops its children
-                    preexec_fn=_die_with_parent(os.getpid())
-                    if sys.platform.startswith("linux")
-                    else None,
-                )
-            except OSError as exc:
-                reason = f"process {rank} could not be started: {exc}"
-                first_failure = time.monotonic() - t0
-                break
-            _LIVE_GROUPS.add(proc.pid)
-            procs.append(proc)
 
-        deadline = t0 + timeout_s
-        while not reason:
-            now = time.monotonic()
-            for rank, proc in enumerate(procs):
-                if rank not in ended and proc.poll() is not None:
-                    ended[rank] = now - t0
-                    if proc.returncode != 0 and not reason:
-                        first_failure = now - t0
-                        others = "; stopping the others" if num_processes > 1 else ""
-                        reason = (
-                            f"process {rank} (pid {proc.pid}) {_describe_exit(proc.returncode)} "
-                            f"after {ended[rank]:.1f} s{others}"
+    def fail(self, reason: str) -> None:
+        self.reason = reason
+        self.first_failure = time.monotonic() - self.t0
+
+    def start(
+        self,
+        argvs: list[list[str]],
+        coordinator: str,
+        log_dir: Path,
+        env: Mapping[str, str],
+        env_for_rank: Callable[[int], Mapping[str, str]] | None,
+        cwd: str | os.PathLike[str] | None,
+        python: bool,
+    ) -> None:
+        """Spawn one process per rank, each logging to ``log_dir/process-<rank>.log``."""
+        port = coordinator.rpartition(":")[2]
+        for rank, argv in enumerate(argvs):
+            values = {"process_id": rank, "num_processes": self.num_processes}
+            values.update(port=port, coordinator=coordinator)
+            args = [str(a).format(**values) for a in argv]
+            rank_env = {"COURSE_PROCESS_ID": str(rank), **env}
+            rank_env.update(env_for_rank(rank) if env_for_rank else {})
+            rank_env["PYTHONUNBUFFERED"] = "1"
+            with open(log_dir / f"process-{rank}.log", "wb") as log:
+                try:
+                    self.procs.append(
+                        fresh_process.spawn(
+                            [sys.executable, *args] if python else args,
+                            env=fresh_process.child_env(rank_env),
+                            cwd=cwd,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            die_with_parent=True,  # a killed launcher takes its job with it
                         )
-            if not reason and len(ended) == num_processes:
-                reason = f"all {num_processes} processes exited 0"
-                break
-            if not reason and now >= deadline:
-                first_failure = now - t0
-                waiting = [r for r in range(num_processes) if r not in ended]
-                reason = (
+                    )
+                except OSError as exc:
+                    self.fail(f"process {rank} could not be started: {exc}")
+                    return
+
+    def supervise(self, timeout_s: float, poll_s: float) -> None:
+        """Poll until every process exited 0, one failed, or ``timeout_s`` passed."""
+        n = self.num_processes
+        while not self.reason:
+            now = time.monotonic()
+            for rank, proc in enumerate(self.procs):
+                if rank not in self.ended and proc.poll() is not None:
+                    self.ended[rank] = now - self.t0
+                    if proc.returncode != 0 and not self.reason:
+                        others = "; stopping the others" if n > 1 else ""
+                        self.fail(
+                            f"process {rank} (pid {proc.pid}) {_describe_exit(proc.returncode)} "
+                            f"after {self.ended[rank]:.1f} s{others}"
+                        )
+            if not self.reason and len(self.ended) == n:
+                self.reason = f"all {n} processes exited 0"
+            elif not self.reason and now >= self.t0 + timeout_s:
+                waiting = [r for r in range(n) if r not in self.ended]
+                self.fail(
                     f"job ran past its {timeout_s:g} s timeout; processes {waiting} were still "
                     "running (a peer that never started or died blocks the others in a "
                     "collective); stopped them all"
                 )
-            if not reason:
+            elif not self.reason:
                 time.sleep(poll_s)
-    except BaseException:
-        reason = reason or "the launcher was interrupted; stopped every process"
-        raise
-    finally:
+
+    def stop_all(self, grace_s: float) -> None:
+        """SIGTERM every live group at once, SIGKILL after ``grace_s``; wait until all are gone."""
         t_stop = time.monotonic()
-        live = [(r, p) for r, p in enumerate(procs) if p.poll() is None]
+        live = [(r, p) for r, p in enumerate(self.procs) if p.poll() is None]
         for rank, p in live:
-            stopped.add(rank)
-            _kill_group(p.pid, signal.SIGTERM)
+            self.stopped.add(rank)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGTERM)
         end_by = time.monotonic() + grace_s
         while any(p.poll() is None for _, p in live) and time.monotonic() < end_by:
             time.sleep(0.02)
-        for p in procs:  # the whole group, also grandchildren that ignored SIGTERM
-            _kill_group(p.pid, signal.SIGKILL)
-        for p in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=10)
-            _LIVE_GROUPS.discard(p.pid)
+        for p in self.procs:  # the whole group, also grandchildren that ignored SIGTERM
+            fresh_process.stop(p)
         if live:
-            stop_s = time.monotonic() - t_stop
-        for log in logs:
-            log.close()
-    workers = []
-    for rank, p in enumerate(procs):
-        path = log_dir / f"process-{rank}.log"
-        text = path.read_bytes().decode("utf-8", "replace") if path.exists() else ""
-        workers.append(
-            WorkerResult(
-                process_id=rank,
-                pid=p.pid,
-                returncode=p.returncode,
-                log=text,
-                ended_s=ended.get(rank),
-                stopped_by_launcher=rank in stopped,
-            )
+            self.stop_s = time.monotonic() - t_stop
+
+    def worker(self, rank: int, proc: subprocess.Popen[str], log: Path) -> WorkerResult:
+        text = log.read_bytes().decode("utf-8", "replace") if log.exists() else ""
+        return WorkerResult(
+            process_id=rank,
+            pid=proc.pid,
+            returncode=proc.returncode,
+            log=text,
+            ended_s=self.ended.get(rank),
+            stopped_by_launcher=rank in self.stopped,
         )
-    for path in log_dir.iterdir():
-        path.unlink()
-    log_dir.rmdir()
-    ok = len(workers) == num_processes and all(w.returncode == 0 for w in workers)
-    return JobResult(
-        ok=ok,
-        reason=reason,
-        port=port,
-        workers=workers,
-        elapsed_s=time.monotonic() - t0,
-        first_failure_s=first_failure,
-        stop_s=stop_s,
-        pids=[p.pid for p in procs],
-    )
 
 
 def _commands_per_rank(
@@ -427,126 +421,7 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, int, i
     return coordinator, n, rank
 
 
-# ----------------------------------------------------------------------------- checkpoints
-
-_CKPT_RE = re.compile(r"^ckpt-(\d{8})\.npz$")
-
-
-def save_checkpoint(
-    directory: str | os.PathLike[str], step: int, arrays: Mapping[str, Any]
-) -> Path:
-    """Write ``arrays`` (name -> numpy array) as ``ckpt-<step>.npz``, atomically.
-
-    The data goes to a temporary file in the same directory, is flushed and fsynced, then
-    renamed with :func:`os.replace` (atomic on POSIX): a reader sees the old set of
-    checkpoints or the new one, never a half-written file under a checkpoint name.
-    """
-    import numpy as np
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"ckpt-{int(step):08d}.npz"
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-ckpt-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, __step__=np.asarray(int(step)), **dict(arrays))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    return final
-
-
-def latest_checkpoint(directory: str | os.PathLike[str]) -> tuple[int, dict[str, Any]] | None:
-    """``(step, arrays)`` of the newest complete checkpoint in ``directory``, or ``None``.
-
-    Temporary files of an interrupted write are ignored (they never carry a checkpoint name).
-    """
-    import numpy as np
-
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    found = sorted(
-        (int(m.group(1)), p) for p in directory.iterdir() if (m := _CKPT_RE.match(p.name))
-    )
-    if not found:
-        return None
-    step, path = found[-1]
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files if k != "__step__"}
-        if int(data["__step__"]) != step:
-            raise LaunchError(f"{path} says step {int(data['__step__'])}, its name says {step}")
-    return step, arrays
-
-
-# ----------------------------------------------------------------------------- TF_CONFIG
-
-
-def tf_config(ports: Sequence[int], index: int, host: str = LOOPBACK) -> str:
-    """The ``TF_CONFIG`` JSON for worker ``index`` of a cluster of workers on ``host:ports``."""
-    check_loopback(host)
-    cfg = {
-        "cluster": {"worker": [f"{host}:{int(p)}" for p in ports]},
-        "task": {"type": "worker", "index": int(index)},
-    }
-    parse_tf_config(json.dumps(cfg))
-    return json.dumps(cfg)
-
-
-def parse_tf_config(text: str | None) -> dict[str, Any]:
-    """Check a ``TF_CONFIG`` string before TensorFlow reads it; return it parsed.
-
-    TensorFlow's own errors for a bad ``TF_CONFIG`` come late (a hang waiting for a worker that
-    does not exist, or a ``KeyError`` deep in a cluster resolver). This names the field:
-    ``cluster.worker``, ``task.type``, ``task.index``; it also keeps the rehearsal on 127.0.0.1.
-    """
-    if not text:
-        raise LaunchError("TF_CONFIG is not set or empty: each worker needs its own TF_CONFIG")
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LaunchError(f"TF_CONFIG is not valid JSON ({exc}): {text[:120]!r}") from exc
-    if not isinstance(cfg, dict):
-        raise LaunchError(f"TF_CONFIG must be a JSON object, got {type(cfg).__name__}")
-    cluster, task = cfg.get("cluster"), cfg.get("task")
-    if not isinstance(cluster, dict) or not cluster:
-        raise LaunchError('TF_CONFIG field "cluster" is missing or empty: {"worker": [...]}')
-    workers = cluster.get("worker")
-    if not isinstance(workers, list) or not workers:
-        raise LaunchError('TF_CONFIG field "cluster.worker" must be a non-empty list of host:port')
-    for i, address in enumerate(workers):
-        host, sep, port = str(address).rpartition(":")
-        if not sep or not port.isdigit():
-            raise LaunchError(
-                f'TF_CONFIG field "cluster.worker[{i}]" is {address!r}, not host:port'
-            )
-        try:
-            check_loopback(host)
-        except ValueError as exc:
-            raise LaunchError(f'TF_CONFIG field "cluster.worker[{i}]": {exc}') from exc
-    if len(set(workers)) != len(workers):
-        raise LaunchError(f'TF_CONFIG field "cluster.worker" lists an address twice: {workers}')
-    if not isinstance(task, dict):
-        raise LaunchError('TF_CONFIG field "task" is missing: {"type": "worker", "index": N}')
-    if task.get("type") not in cluster:
-        raise LaunchError(
-            f'TF_CONFIG field "task.type" is {task.get("type")!r}; '
-            f"the cluster has {sorted(cluster)}"
-        )
-    index = task.get("index")
-    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(workers):
-        raise LaunchError(
-            f'TF_CONFIG field "task.index" is {index!r}; it must be an int in '
-            f"0..{len(workers) - 1} (cluster.worker has {len(workers)} entries)"
-        )
-    return cfg
+# utils/jax/multihost_worker.py and notebook 08's worker still call launcher.save_checkpoint /
+# launcher.latest_checkpoint; the code lives in utils.checkpoints (these names are the same
+# functions, not copies). Remove once those import utils.checkpoints.
+from utils.checkpoints import latest_checkpoint, save_checkpoint  # noqa: E402

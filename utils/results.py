@@ -56,9 +56,10 @@ from typing import Any
 
 import jsonschema
 
+from utils import ROOT
+
 FORMAT = "train-faster-on-tpus/results"
 SCHEMA_VERSION = 1
-ROOT = Path(__file__).resolve().parent.parent
 
 # Library versions stored with every result: label -> distributions that provide it (first found
 # wins; e.g. Colab TPU runtimes install ``tensorflow-tpu`` rather than ``tensorflow``).
@@ -83,6 +84,9 @@ _TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "min", "h"})
 MAX_CLOCK_SKEW_S = 24 * 3600.0
 
 _SCALAR = {"type": ["string", "number", "boolean", "null"]}
+
+#: The fields :func:`load` reads without a default; the schema must require each of them.
+READ_FIELDS = ("notebook", "created", "machine", "runtime", "versions", "metrics")
 
 #: JSON Schema (draft 2020-12) of a results file; see the module docstring for an example.
 SCHEMA: dict[str, Any] = {
@@ -426,7 +430,9 @@ def load(path: Path | str) -> ResultsFile:
             f"unsupported schema_version {doc.get('schema_version')!r} "
             f"(this course reads version {SCHEMA_VERSION})",
         )
-    problem = _first_problem(doc)
+    problem = _first_problem(doc) or next(
+        (f"'{k}' is a required property" for k in READ_FIELDS if k not in doc), None
+    )
     if problem:
         raise ResultsError(path, f"does not fit the results schema: {problem}")
     try:

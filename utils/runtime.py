@@ -40,7 +40,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from utils import tpu_address
+from utils import fresh_process, tpu_address
 from utils.tpu_address import show as _show
 
 __all__ = [
@@ -178,17 +178,9 @@ def _listdir(path: str) -> list[str]:
 
 
 def run_command(args: Sequence[str], timeout_s: float) -> str:
-    """Default ``CommandRunner``: run ``args`` and return stdout ('' on a non-zero exit)."""
-    import subprocess  # only when a command is actually run
-
-    done = subprocess.run(
-        list(args),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    """Default ``CommandRunner``: run ``args`` with :func:`utils.fresh_process.run_child` (its own
+    session, bounded) and return stdout ('' on a non-zero exit or a timeout)."""
+    done = fresh_process.run_child(args, env=dict(os.environ), timeout_s=timeout_s)
     return done.stdout if done.returncode == 0 else ""
 
 
@@ -365,8 +357,10 @@ def _dev_count(root: str, subdir: str, pattern: str) -> int:
     return sum(1 for name in _listdir(_path(root, subdir)) if rx.fullmatch(name))
 
 
-def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo | None:
-    """Find a TPU VM or a TPU Node; malformed settings become hints, never exceptions."""
+def _accelerator_type(
+    env: Mapping[str, str], hints: list[str]
+) -> tuple[str | None, str | None, int | None]:
+    """``(type, generation, chips in the slice)`` from ``TPU_ACCELERATOR_TYPE``; odd values hint."""
     acc_type_raw = env.get("TPU_ACCELERATOR_TYPE")
     acc_type = generation = None
     slice_chips = None
@@ -386,6 +380,12 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
                     "TensorCores, two per chip, so the number should be even; chip count unknown."
                 )
 
+    return acc_type, generation, slice_chips
+
+
+def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo | None:
+    """Find a TPU VM or a TPU Node; malformed settings become hints, never exceptions."""
+    acc_type, generation, slice_chips = _accelerator_type(env, hints)
     pci_chips, pci_generation = _pci_tpus(root)
     accel_devs = _dev_count(root, "/dev", r"accel\d+")
     vfio_groups = _dev_count(root, "/dev/vfio", r"\d+")
@@ -468,9 +468,17 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
 # --------------------------------------------------------------------------- hints
 
 
-def _major_minor(version: str | None) -> tuple[int, int] | None:
+def major_minor(version: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a version (``"2.9.0+cu128"`` -> ``(2, 9)``); None if unreadable."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match[1]), int(match[2])) if match else None
+
+
+def same_release(a: str | None, b: str | None) -> bool:
+    """The one rule for a framework pair built together (torch/torch_xla, tensorflow/its TPU
+    build): the same major.minor. Unreadable versions are not called a mismatch."""
+    ma, mb = major_minor(a), major_minor(b)
+    return ma is None or mb is None or ma == mb
 
 
 _TF_TPU_OPT_IN = (
@@ -526,7 +534,7 @@ def _framework_hints(rt_tpu: TPUInfo | None, fw: Mapping[str, str | None]) -> li
     torch, xla = fw.get("torch"), fw.get("torch_xla")
     if xla and not torch:
         hints.append(f"torch_xla {xla} is installed without torch: install torch {xla}.")
-    elif xla and torch and _major_minor(torch) != _major_minor(xla):
+    elif xla and torch and not same_release(torch, xla):
         hints.append(
             f"torch {torch} and torch_xla {xla} do not match: torch_xla needs the same "
             "major.minor torch, or importing it fails with '_XLAC ... undefined symbol'. On Colab "

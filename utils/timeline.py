@@ -3,11 +3,11 @@
 Like the figures of the tf.data performance guide (https://www.tensorflow.org/guide/data_performance),
 but recorded from the real pipeline instead of drawn by hand. Two halves:
 
-- Inside the pipeline (imports TensorFlow lazily): :func:`timed` wraps a stage's function so that
-  it stamps its start and end with ``tf.timestamp()`` (a graph op: no Python, no GIL) into the
-  element itself, as ``t_<stage>`` (shape ``(2,)`` per element). The stamps travel with the
-  data through ``batch``, ``cache`` and ``unbatch``, so a cached element keeps the stamps of the
-  epoch that really read it (the next epochs show no new read: that is what caching means).
+- Inside the pipeline (TensorFlow: ``utils.tf.stamps.timed``) each stage's function stamps its
+  start and end with ``tf.timestamp()`` (a graph op: no Python, no GIL) into the element itself,
+  as ``t_<stage>`` (shape ``(2,)`` per element). The stamps travel with the data through
+  ``batch``, ``cache`` and ``unbatch``, so a cached element keeps the stamps of the epoch that
+  really read it (the next epochs show no new read: that is what caching means).
 - Outside (plain Python): :class:`Timeline` collects those stamps plus the consumer's own spans
   (:meth:`Timeline.add`), checks that each element's spans are ordered and do not overlap
   (:meth:`Timeline.check`), and :func:`plot_timeline` draws one row per stage.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STAMP_PREFIX = "t_"
 
-__all__ = ["Span", "Timeline", "plot_timeline", "stamp_keys", "timed"]
+__all__ = ["STAMP_PREFIX", "Span", "Timeline", "plot_timeline", "stamp_keys"]
 
 
 @dataclass(frozen=True, order=True)
@@ -41,32 +41,6 @@ class Span:
     end: float
     element: int
     stage: str
-
-
-def timed(stage: str, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable:
-    """Wrap a dict-in, dict-out stage function so its output carries ``t_<stage>`` stamps.
-
-    The start stamp is taken before any op of ``fn`` runs (control dependency) and the end
-    stamp after all its outputs exist. For a batch (``index`` of rank 1) the stamp is repeated
-    per element, shape ``(B, 2)``; for a single element it is ``(2,)``.
-    """
-    import tensorflow as tf
-
-    def wrapper(features: dict[str, Any]) -> dict[str, Any]:
-        start = tf.timestamp()
-        with tf.control_dependencies([start]):
-            features = {k: tf.identity(v) for k, v in features.items()}
-            out = dict(fn(features))
-        with tf.control_dependencies(tf.nest.flatten(out)):
-            end = tf.timestamp()
-        stamp = tf.stack([start, end])
-        index = out.get("index", out.get("record"))  # what says how many elements there are
-        if index is not None and index.shape.rank == 1:
-            stamp = tf.tile(stamp[tf.newaxis, :], [tf.shape(index)[0], 1])
-        out[STAMP_PREFIX + stage] = stamp
-        return out
-
-    return wrapper
 
 
 def stamp_keys(features: Mapping[str, Any]) -> list[str]:

@@ -12,6 +12,8 @@ program (``hlo_module``). XProf/Perfetto would draw them; here we add them up.
 - :func:`hlo_op_info`: output shape and JAX source op of each HLO op, from a compiled program's
   text (``jax.jit(f).lower(...).compile().as_text()``), to say what a fusion name stands for.
 - :func:`format_table`: a plain-text table.
+- :func:`summarize`: the newest trace in brief (file, event count, top event names); notebook 06
+  reads torch_xla's traces with it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "load_events",
     "op_kind",
     "short_shape",
+    "summarize",
     "top_ops",
 ]
 
@@ -103,11 +106,13 @@ def top_ops(
     top: int | None = 10,
     module: str | None = None,
     by_kind: bool = False,
-    key: str = "hlo_op",
+    key: str | None = "hlo_op",
 ) -> list[OpStat]:
     """Total time per op over complete events that name one in ``args[key]``, largest first.
 
     Args:
+        key: the ``args`` field naming the op; ``None``: the event's own ``name`` (any
+            profiler's events, e.g. torch_xla's ``StepTrace`` spans).
         module: keep only ops of compiled programs whose ``hlo_module`` contains this text
             (e.g. ``"train_step"``).
         by_kind: group ``fusion.1``, ``fusion.2``, ... together (see :func:`op_kind`).
@@ -117,11 +122,12 @@ def top_ops(
     calls: dict[str, int] = {}
     for event in events:
         args = event.get("args") or {}
-        if event.get("ph") != "X" or key not in args:
+        raw = event.get("name") if key is None else args.get(key)
+        if event.get("ph") != "X" or raw is None:
             continue
         if module is not None and module not in str(args.get("hlo_module", "")):
             continue
-        name = str(args[key])
+        name = str(raw)
         name = op_kind(name) if by_kind else name
         totals[name] = totals.get(name, 0.0) + float(event.get("dur", 0.0))
         calls[name] = calls.get(name, 0) + 1
@@ -131,6 +137,21 @@ def top_ops(
         for n, t in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
     return stats if top is None else stats[:top]
+
+
+def summarize(log_dir: str | Path, *, top: int = 8) -> dict[str, Any]:
+    """The newest trace under ``log_dir`` in brief (any profiler: JAX's, torch_xla's).
+
+    Returns ``file`` (its name), ``events`` (complete events in it) and ``top``: a list of
+    ``(name, calls, total milliseconds)`` for the ``top`` event names with the most time.
+
+    Raises:
+        FileNotFoundError: the profiler wrote no trace there (see :func:`find_trace_file`).
+    """
+    path = find_trace_file(log_dir)
+    events = [e for e in load_events(path) if e.get("ph") == "X"]
+    rows = [(s.name, s.calls, s.total_us / 1000.0) for s in top_ops(events, top=top, key=None)]
+    return {"file": path.name, "events": len(events), "top": rows}
 
 
 _INSTRUCTION = re.compile(

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from utils import launcher  # noqa: E402
+from utils import ROOT, launcher  # noqa: E402
 
 WORKER = ["-m", "utils.jax.multihost_worker", "--steps", "8", "--ckpt-every", "3"]
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_beyond_one_host.ipynb"
@@ -87,7 +87,7 @@ def test_notebook_shows_the_worker_it_runs():
     """The %%writefile cell in notebook 08 is this module, byte for byte."""
     if not NOTEBOOK.exists():
         pytest.skip("notebook 08 not present")
-    source = Path(launcher.ROOT / "utils" / "jax" / "multihost_worker.py").read_text()
+    source = Path(ROOT / "utils" / "jax" / "multihost_worker.py").read_text()
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     written = [
         "".join(c["source"]).split("\n", 1)[1]

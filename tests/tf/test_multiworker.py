@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from utils import launcher  # noqa: E402
+from utils import launcher, tf_cluster  # noqa: E402
 
 
 def test_two_workers_train_in_lockstep_and_fit_fails_cleanly(tmp_path):
@@ -21,7 +21,7 @@ def test_two_workers_train_in_lockstep_and_fit_fails_cleanly(tmp_path):
         2,
         timeout_s=300,
         grace_s=1,
-        env_for_rank=lambda i: {"TF_CONFIG": launcher.tf_config(ports, i)},
+        env_for_rank=lambda i: {"TF_CONFIG": tf_cluster.tf_config(ports, i)},
     )
     assert not [p for p in result.pids if launcher.pid_alive(p)]
     assert result.ok, result.summary(30)

@@ -198,7 +198,8 @@ def test_unreachable_loopback_port_fails_fast_and_clearly():
     assert f"127.0.0.1:{port}" in info.value.tried
     assert "nothing is listening" in info.value.why
     assert "address='local'" in info.value.fix
-    assert elapsed < 60  # bounded by timeout_s (+ slack for a loaded machine), not gRPC retries
+    # Bounded by timeout_s (+ TensorFlow's start on a loaded machine), not by gRPC's retries.
+    assert elapsed < 120, f"connect_tpu took {elapsed:.0f} s with timeout_s=5"
 
 
 def test_call_with_deadline():

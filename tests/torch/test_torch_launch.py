@@ -3,7 +3,6 @@ on simulated CPU devices (each in a fresh process: SPMD and CPU_NUM_DEVICES are 
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from pathlib import Path
@@ -142,24 +141,6 @@ def test_debug_level_2_reports_a_recompilation(tmp_path: Path) -> None:
     causes = launch.compilation_causes(run.stdout + run.stderr, keep_files=["recompile.py"])
     assert [c["cause"] for c in causes] == ["user torch_xla.sync"] * 2  # the second 4 is cached
     assert all(c["frames"] == ["<module> (recompile.py:5)"] for c in causes)
-
-
-def test_trace_summary(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no \\*.trace.json.gz"):
-        launch.trace_summary(tmp_path)
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    events = [
-        {"ph": "X", "name": "train_step", "dur": 3000.0},
-        {"ph": "X", "name": "train_step", "dur": 1000.0},
-        {"ph": "X", "name": "Compile", "dur": 2500.0},
-        {"ph": "M", "name": "process_name", "args": {"name": "/host:CPU"}},
-    ]
-    with gzip.open(folder / "host.trace.json.gz", "wt") as fh:
-        json.dump({"traceEvents": events}, fh)
-    summary = launch.trace_summary(tmp_path, top=5)
-    assert summary["events"] == 3 and summary["file"] == "host.trace.json.gz"
-    assert summary["top"] == [("train_step", 2, 4.0), ("Compile", 1, 2.5)]
 
 
 def test_spmd_on_two_simulated_devices_matches_one_device(tmp_path: Path) -> None:

@@ -43,8 +43,9 @@ import tensorflow as tf
 from utils import throughput
 from utils.fresh_process import run_python
 from utils.tf import tfrecords
+from utils.tf.stamps import timed
 from utils.throughput import Result
-from utils.timeline import Timeline, timed
+from utils.timeline import Timeline
 
 AUTOTUNE = tf.data.AUTOTUNE
 SIMULATION_THREADS = 32

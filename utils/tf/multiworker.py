@@ -17,10 +17,10 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # the rehearsal runs on CPU
 
-from utils import data, launcher  # noqa: E402
+from utils import data, tf_cluster  # noqa: E402
 
 # Check TF_CONFIG before TensorFlow reads it: a bad one otherwise hangs or fails deep inside.
-TF_CONFIG = launcher.parse_tf_config(os.environ.get("TF_CONFIG"))
+TF_CONFIG = tf_cluster.parse_tf_config(os.environ.get("TF_CONFIG"))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -98,6 +98,47 @@ def _configure_virtual_cpus(n: int) -> list[str]:
     return names
 
 
+def _check_virtual_cpus(virtual_cpus: object) -> None:
+    if virtual_cpus is not None and (
+        isinstance(virtual_cpus, bool) or not isinstance(virtual_cpus, int)
+    ):
+        raise TypeError(
+            f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r} "
+            f"({type(virtual_cpus).__name__}): it is how many devices to split the CPU into."
+        )
+    if virtual_cpus is not None and virtual_cpus < 1:
+        raise ValueError(f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r}")
+
+
+def _tpu_strategy(
+    tpu_address: str | None,
+    timeout_s: float,
+    rt: runtime_mod.Runtime,
+    allow_cpu_fallback: bool,
+) -> tf.distribute.Strategy | None:
+    """``TPUStrategy`` (cached), or None after a loud CPU fallback; see :func:`get_strategy`."""
+    key: tuple[Any, ...] = ("tpu", tpu_address)
+    if key in _STRATEGY_CACHE:
+        return _STRATEGY_CACHE[key]
+    try:
+        resolver = connect_tpu(tpu_address, timeout_s=timeout_s, runtime=rt)
+    except TPUConnectionError as exc:
+        if not allow_cpu_fallback:
+            raise
+        if exc.process_unusable:
+            raise TPUConnectionError(
+                exc.tried,
+                f"{exc.why} The CPU fallback is refused: TensorFlow in this process is "
+                "still waiting for the TPU, so training on the CPU would hang.",
+                exc.fix,
+                process_unusable=True,
+            ) from exc
+        _loud_fallback(str(exc))
+        return None
+    _STRATEGY_CACHE[key] = tf.distribute.TPUStrategy(resolver)
+    return _STRATEGY_CACHE[key]
+
+
 def get_strategy(
     *,
     virtual_cpus: int | None = None,
@@ -136,38 +177,12 @@ def get_strategy(
         TypeError: ``virtual_cpus`` is not a whole number (e.g. ``2.5`` or ``True``).
         ValueError: ``virtual_cpus`` below 1.
     """
-    if virtual_cpus is not None and (
-        isinstance(virtual_cpus, bool) or not isinstance(virtual_cpus, int)
-    ):
-        raise TypeError(
-            f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r} "
-            f"({type(virtual_cpus).__name__}): it is how many devices to split the CPU into."
-        )
-    if virtual_cpus is not None and virtual_cpus < 1:
-        raise ValueError(f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r}")
+    _check_virtual_cpus(virtual_cpus)
     rt = runtime_mod.detect() if runtime is None else runtime
 
     if tpu_address is not None or rt.accelerator == "tpu":
-        key: tuple[Any, ...] = ("tpu", tpu_address)
-        if key in _STRATEGY_CACHE:
-            return _STRATEGY_CACHE[key]
-        try:
-            resolver = connect_tpu(tpu_address, timeout_s=timeout_s, runtime=rt)
-        except TPUConnectionError as exc:
-            if not allow_cpu_fallback:
-                raise
-            if exc.process_unusable:
-                raise TPUConnectionError(
-                    exc.tried,
-                    f"{exc.why} The CPU fallback is refused: TensorFlow in this process is "
-                    "still waiting for the TPU, so training on the CPU would hang.",
-                    exc.fix,
-                    process_unusable=True,
-                ) from exc
-            _loud_fallback(str(exc))
-        else:
-            strategy = tf.distribute.TPUStrategy(resolver)
-            _STRATEGY_CACHE[key] = strategy
+        strategy = _tpu_strategy(tpu_address, timeout_s, rt, allow_cpu_fallback)
+        if strategy is not None:
             return strategy
     else:
         gpus = tf.config.list_physical_devices("GPU")

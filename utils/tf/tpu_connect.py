@@ -33,10 +33,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
-from utils import bootstrap, native_logs, tpu_address
+from utils import bootstrap, fresh_process, native_logs, tpu_address
 from utils import runtime as runtime_mod
 from utils.tpu_address import DEFAULT_TPU_PORT
 
@@ -253,6 +252,49 @@ _BUSY_PATTERNS = (
 )
 
 
+_BUSY_FIX = (
+    f"One process owns the TPU. {RESTART} (find it with `sudo lsof -w /dev/accel* "
+    f"/dev/vfio/*` or `fuser {LIBTPU_LOCKFILE}`). A lock file left by a crashed process "
+    "can be deleted once no process holds the TPU. Do not mix TensorFlow, PyTorch/XLA and "
+    "JAX in one runtime: restart between their notebooks."
+)
+
+
+def _no_tpu_kernels(
+    tried: str, key: str, tensorflow_tpu_version: str | None, lockfile_exists: bool
+) -> TPUConnectionError:
+    """TensorFlow found no TPU kernels or no TPU: which of the three reasons, and the fix."""
+    if not tensorflow_tpu_version:
+        return TPUConnectionError(
+            tried,
+            f"{key} This TensorFlow ({tf.__version__}) was built without TPU kernels: plain "
+            "`tensorflow` cannot drive a TPU, and Colab's TPU runtimes stopped preinstalling "
+            "TensorFlow in March 2025 (googlecolab/colabtools#5164).",
+            f"Install the TPU build: `{INSTALL_TENSORFLOW_TPU}` (TensorFlow "
+            f"{bootstrap.TENSORFLOW_TPU_VERSION}: tensorflow-tpu trails tensorflow on PyPI; "
+            "it takes libtpu from PyPI, libtpu~=0.0.14, and keeps the runtime's libtpu if "
+            "that fits), then restart the runtime. On a free TPU, Keras 3 with JAX needs no "
+            "install at all (notebook 02).",
+        )
+    if lockfile_exists:
+        return TPUConnectionError(
+            tried,
+            f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed, but the TPU "
+            f"kernels did not load and {LIBTPU_LOCKFILE} exists: another process likely "
+            "holds the TPU.",
+            _BUSY_FIX,
+        )
+    return TPUConnectionError(
+        tried,
+        f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed but found no TPU: "
+        "libtpu did not load, or this host has no TPU chips.",
+        "Check that `ls /dev/accel* /dev/vfio` shows the chips (v5e and later chips are "
+        "/dev/vfio/N); make tensorflow and tensorflow-tpu the same version (pip list | grep "
+        "-i -e tensorflow -e libtpu): a libtpu newer than the one tensorflow-tpu was built "
+        "with may not find the chips; then restart the runtime.",
+    )
+
+
 def explain_tpu_error(
     exc: BaseException,
     *,
@@ -277,14 +319,6 @@ def explain_tpu_error(
     text = str(exc)
     low = text.lower()
     key = _key_line(exc)
-    tf_version = tf.__version__
-    install = INSTALL_TENSORFLOW_TPU
-    busy_fix = (
-        f"One process owns the TPU. {RESTART} (find it with `sudo lsof -w /dev/accel* "
-        f"/dev/vfio/*` or `fuser {LIBTPU_LOCKFILE}`). A lock file left by a crashed process "
-        "can be deleted once no process holds the TPU. Do not mix TensorFlow, PyTorch/XLA and "
-        "JAX in one runtime: restart between their notebooks."
-    )
 
     if isinstance(exc, ValueError) and "please provide a tpu name" in low:
         return TPUConnectionError(
@@ -296,37 +330,9 @@ def explain_tpu_error(
             "silently on this error: you would train on the CPU without noticing.",
         )
     if any(p in low for p in _BUSY_PATTERNS):
-        return TPUConnectionError(tried, f"another process holds the TPU ({key}).", busy_fix)
+        return TPUConnectionError(tried, f"another process holds the TPU ({key}).", _BUSY_FIX)
     if "configuredistributedtpu" in low or "tpus not found in the cluster" in low:
-        if not tensorflow_tpu_version:
-            return TPUConnectionError(
-                tried,
-                f"{key} This TensorFlow ({tf_version}) was built without TPU kernels: plain "
-                "`tensorflow` cannot drive a TPU, and Colab's TPU runtimes stopped preinstalling "
-                "TensorFlow in March 2025 (googlecolab/colabtools#5164).",
-                f"Install the TPU build: `{install}` (TensorFlow "
-                f"{bootstrap.TENSORFLOW_TPU_VERSION}: tensorflow-tpu trails tensorflow on PyPI; "
-                "it takes libtpu from PyPI, libtpu~=0.0.14, and keeps the runtime's libtpu if "
-                "that fits), then restart the runtime. On a free TPU, Keras 3 with JAX needs no "
-                "install at all (notebook 02).",
-            )
-        if lockfile_exists:
-            return TPUConnectionError(
-                tried,
-                f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed, but the TPU "
-                f"kernels did not load and {LIBTPU_LOCKFILE} exists: another process likely "
-                "holds the TPU.",
-                busy_fix,
-            )
-        return TPUConnectionError(
-            tried,
-            f"{key} tensorflow-tpu {tensorflow_tpu_version} is installed but found no TPU: "
-            "libtpu did not load, or this host has no TPU chips.",
-            "Check that `ls /dev/accel* /dev/vfio` shows the chips (v5e and later chips are "
-            "/dev/vfio/N); make tensorflow and tensorflow-tpu the same version (pip list | grep "
-            "-i -e tensorflow -e libtpu): a libtpu newer than the one tensorflow-tpu was built "
-            "with may not find the chips; then restart the runtime.",
-        )
+        return _no_tpu_kernels(tried, key, tensorflow_tpu_version, lockfile_exists)
     if "is neither a type of a primitive operation" in low:
         return TPUConnectionError(
             tried,
@@ -454,40 +460,24 @@ def probe_in_child(target: TPUTarget, timeout_s: float, *, tried: str) -> float:
         TPUConnectionError: the child timed out or failed (mapped by :func:`explain_tpu_error`);
             this process is unharmed (``process_unusable`` is False).
     """
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     code = (
         "import sys\nfrom utils.tf import tpu_connect\n"
         "tpu_connect._probe_main(sys.argv[1], float(sys.argv[2]))\n"
     )
-    command = [sys.executable, "-c", code, target.tpu, repr(max(timeout_s, 0.001))]
-    start = time.monotonic()
     limit = timeout_s + PROBE_IMPORT_ALLOWANCE_S
-    child = subprocess.Popen(
-        command,
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
+    child = fresh_process.run_child(
+        [sys.executable, "-c", code, target.tpu, repr(max(timeout_s, 0.001))],
+        env=fresh_process.child_env({"TF_CPP_MIN_LOG_LEVEL": "3"}),
+        timeout_s=limit,
         stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        text=True,
     )
-    try:
-        out, _ = child.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        out = None
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.communicate()  # reap it: no zombie, no open pipes
-    took = time.monotonic() - start
+    out, took = child.stdout, child.seconds
     lines = [line for line in (out or "").splitlines() if line.startswith(_PROBE_RESULT)]
     if not lines:
         raise TPUConnectionError(
             tried,
             f"a test connection in a separate process gave no answer within {limit:.0f} s "
-            f"(exit status {child.returncode}).",
+            f"(exit status {child.returncode}, timed out: {child.timed_out}).",
             "Check the TPU is READY and reachable; this runtime was not touched, so it is "
             "still usable.",
         )

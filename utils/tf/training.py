@@ -1,7 +1,6 @@
 """Training helpers for the Keras notebooks (imports TensorFlow and Keras).
 
-- :class:`EpochTimer`: a Keras callback that times every epoch and reports images/s, keeping the
-  first epoch (which pays for tracing and compiling the step function) apart from the rest.
+- :class:`EpochTimer` (the course's one Keras epoch timer, from :mod:`utils.keras.timing`).
 - :func:`make_dataset_fn`: the ``dataset_fn(input_context)`` that
   ``strategy.distribute_datasets_from_function`` wants: each input pipeline takes its own shard of
   the examples and batches them at the per-replica batch size.
@@ -13,7 +12,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,77 +19,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from utils.keras.timing import EpochTimer, EpochTiming
 from utils.tf.pipelines import make_dataset
 
-# --------------------------------------------------------------------------------------------
-# Timing model.fit
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EpochTiming:
-    """Summary of an :class:`EpochTimer`: the first epoch apart, the others as a median."""
-
-    epoch_s: tuple[float, ...]
-    images_per_epoch: int
-
-    @property
-    def first_epoch_s(self) -> float:
-        """Wall time of epoch 1 (includes tracing and compiling the train/eval functions)."""
-        return self.epoch_s[0]
-
-    @property
-    def steady_epoch_s(self) -> float:
-        """Median wall time of epochs 2.. (epoch 1 if there is only one)."""
-        rest = self.epoch_s[1:] or self.epoch_s
-        return float(np.median(rest))
-
-    @property
-    def compile_overhead_s(self) -> float:
-        """How much longer the first epoch took than a steady one: trace + compile cost."""
-        return max(0.0, self.first_epoch_s - self.steady_epoch_s)
-
-    @property
-    def images_per_s(self) -> float:
-        """Training throughput of a steady epoch (validation time included in the epoch)."""
-        return self.images_per_epoch / self.steady_epoch_s
-
-    def table(self) -> str:
-        """A small text table: one row per epoch."""
-        rows = [f"{'epoch':>5} {'time (s)':>9} {'images/s':>9}"]
-        for i, t in enumerate(self.epoch_s, 1):
-            rows.append(f"{i:>5} {t:>9.2f} {self.images_per_epoch / t:>9.0f}")
-        rows.append(
-            f"first epoch {self.first_epoch_s:.2f} s = steady {self.steady_epoch_s:.2f} s + "
-            f"trace/compile ~{self.compile_overhead_s:.2f} s"
-        )
-        return "\n".join(rows)
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """Times each epoch of ``model.fit``; ``images_per_epoch`` turns times into images/s.
-
-    Use ``timer.summary()`` after ``fit`` for an :class:`EpochTiming`.
-    """
-
-    def __init__(self, images_per_epoch: int) -> None:
-        super().__init__()
-        self.images_per_epoch = int(images_per_epoch)
-        self.epoch_s: list[float] = []
-        self._start = 0.0
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self.epoch_s.append(time.perf_counter() - self._start)
-
-    def summary(self) -> EpochTiming:
-        """The timings recorded so far."""
-        if not self.epoch_s:
-            raise RuntimeError("EpochTimer has not seen a finished epoch yet")
-        return EpochTiming(tuple(self.epoch_s), self.images_per_epoch)
-
+__all__ = [
+    "EpochTimer",
+    "EpochTiming",
+    "TrainLoop",
+    "make_dataset_fn",
+    "make_train_loop",
+    "max_weight_difference",
+    "per_replica_view",
+    "train_replicated",
+]
 
 # --------------------------------------------------------------------------------------------
 # Distributed input for a custom loop

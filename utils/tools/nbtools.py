@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT
+from utils.results import write_text_atomic
+
 NOTEBOOKS = ROOT / "notebooks"
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # Files in which the repository name appears (Colab links, set-up cells, the canonical value).
@@ -61,12 +61,8 @@ def canonical(nb: dict) -> dict:
 
 
 def _write_json_atomic(path: Path, nb: dict) -> None:
-    with tempfile.NamedTemporaryFile(
-        "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
-    ) as fh:
-        json.dump(canonical(nb), fh, indent=1, ensure_ascii=False, sort_keys=True)
-        fh.write("\n")
-    os.replace(fh.name, path)
+    text = json.dumps(canonical(nb), indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    write_text_atomic(path, text)  # the course's one atomic writer (utils.results)
 
 
 def refresh(notebooks: Sequence[Path], kernel: str) -> int:

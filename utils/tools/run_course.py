@@ -21,7 +21,7 @@ float, True/False/None, else str), ``-r NAME VALUE`` (always str), ``-f FILE.yam
 Names are checked before anything runs (papermill's ``inspect_notebook``): a name that none of the
 selected notebooks declares in its ``parameters`` cell (``-p EPOCH 1`` for ``EPOCHS``) is a usage
 error listing each notebook's parameters; each notebook is passed only the names it declares.
-Checking values is the notebooks' job (``utils.bootstrap.check_params``); a wrong one shows up
+Checking values is the notebooks' job (``utils.parameters.check_params``); a wrong one shows up
 here as that notebook's failure.
 
 Every cell has a time limit, ``--timeout`` seconds (default :data:`DEFAULT_CELL_TIMEOUT_S`, 30
@@ -50,9 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils import results
-
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT, fresh_process, results
 
 # Same quiet defaults as the Makefile, for runs started without make (Colab, Kaggle).
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TQDM_DISABLE": "1", "PYTHONHASHSEED": "0"}
@@ -165,22 +163,44 @@ def _how(exc: KeyboardInterrupt) -> str:
     return exc.args[0] if isinstance(exc, Stopped) and exc.args else "Ctrl-C"
 
 
+def _kill_kernels() -> None:
+    """Kill the Jupyter kernels this process started, with their process groups (a kernel
+    leads a session of its own; its ``argv`` names its ``kernel-*.json`` connection file)."""
+    for pid in fresh_process.children(os.getpid()):
+        try:
+            is_kernel = b"kernel" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            if is_kernel and os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            elif is_kernel:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While inside, SIGTERM raises :class:`Stopped` (main thread only; else no change)."""
+    """While inside, Ctrl-C and SIGTERM first kill the running kernel, then raise
+    ``KeyboardInterrupt`` (:class:`Stopped` for SIGTERM) in the main thread; elsewhere no change.
+
+    The kernel goes first because papermill's clean-up after an interrupt otherwise waits on it,
+    and on a loaded machine that wait was seen to never end (a Ctrl-C that did not stop the run).
+    A dead kernel ends the running cell at once; the executed copy is still marked interrupted.
+    """
 
     def handler(signum: int, frame: Any) -> None:
-        raise Stopped("SIGTERM")
+        _kill_kernels()
+        raise Stopped("SIGTERM") if signum == signal.SIGTERM else KeyboardInterrupt
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old_handler in previous.items():
+            signal.signal(sig, old_handler)
 
 
 def notebook_parameters(notebook: Path) -> dict[str, Any]:
@@ -514,6 +534,19 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"run_course: {problem}", file=sys.stderr)
             return 2
 
+    return _run_all(args, notebooks, parameters, declared, per_notebook, out_dir, results_dir)
+
+
+def _run_all(
+    args: argparse.Namespace,
+    notebooks: list[Path],
+    parameters: dict[str, Any],
+    declared: dict[str, list[str]],
+    per_notebook: dict[str, dict[str, Any]],
+    out_dir: Path,
+    results_dir: Path,
+) -> int:
+    """Run the checked selection one notebook at a time; print progress and the summary."""
     for name, value in QUIET_ENV.items():
         os.environ.setdefault(name, value)
     os.environ["COURSE_RESULTS_DIR"] = str(results_dir)

@@ -13,22 +13,18 @@ This module is plumbing only and imports neither torch nor torch_xla:
 - :func:`run_script`: run a script, return its ``RESULT`` JSON and its output.
 - :func:`compilation_causes`: the "Compilation Cause" blocks of ``PT_XLA_DEBUG_LEVEL=2``
   output, with machine-specific paths and hashes taken out.
-- :func:`trace_summary`: the busiest events of a profiler trace (``*.trace.json.gz``).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from utils.fresh_process import RESULT_PREFIX, FreshProcessError, run_python
+from utils.fresh_process import RESULT_PREFIX, FreshProcessError, result_of, run_python
 
 __all__ = [
     "FreshProcessError",
@@ -37,7 +33,6 @@ __all__ = [
     "compilation_causes",
     "run_script",
     "tpu_held_line",
-    "trace_summary",
 ]
 
 
@@ -104,14 +99,11 @@ def run_script(
         raise FileNotFoundError(f"no script at {script}: run the cell that writes it first")
     full_env = {**child_env(simulated_devices), **(env or {})}
     done = run_python([str(script), *map(str, args)], env=full_env, timeout_s=timeout_s)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if require_result and not lines:
-        raise FreshProcessError(
-            f"{script.name} printed no {RESULT_PREFIX!r} line:\n"
-            f"{(done.stdout + done.stderr)[-3000:]}"
-        )
-    result = json.loads(lines[-1][len(RESULT_PREFIX) :]) if lines else None
-    return ScriptRun(result, done.stdout, done.stderr)
+    output = done.stdout + done.stderr
+    has_result = any(ln.startswith(RESULT_PREFIX) for ln in done.stdout.splitlines())
+    if require_result or has_result:
+        return ScriptRun(result_of(done.stdout, context=output), done.stdout, done.stderr)
+    return ScriptRun(None, done.stdout, done.stderr)
 
 
 _PREFIX = re.compile(r"^(?:Unexpected Execution Analysis|Compilation Analysis): ?")
@@ -164,28 +156,3 @@ def compilation_causes(log: str, *, keep_files: Sequence[str] = ()) -> list[dict
                 if not keep_files or name in keep_files:
                     current["frames"].append(f"{func} ({name}:{lineno})")
     return blocks
-
-
-def trace_summary(log_dir: Path | str, *, top: int = 8) -> dict[str, Any]:
-    """Summarise the newest ``*.trace.json.gz`` under ``log_dir`` (torch_xla's profiler output).
-
-    Returns ``file`` (its name), ``events`` (complete events in it) and ``top``: a list of
-    ``(name, calls, total milliseconds)`` for the ``top`` event names with the most time.
-
-    Raises:
-        FileNotFoundError: the profiler wrote no trace there.
-    """
-    files = sorted(Path(log_dir).rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
-    if not files:
-        found = sorted(p.name for p in Path(log_dir).rglob("*") if p.is_file())
-        raise FileNotFoundError(f"no *.trace.json.gz under {log_dir} (files there: {found})")
-    with gzip.open(files[-1], "rt") as fh:
-        doc = json.load(fh)
-    calls: Counter[str] = Counter()
-    micros: Counter[str] = Counter()
-    for event in doc.get("traceEvents", []):
-        if event.get("ph") == "X":
-            calls[event["name"]] += 1
-            micros[event["name"]] += float(event.get("dur", 0.0))
-    rows = [(name, calls[name], micros[name] / 1000.0) for name, _ in micros.most_common(top)]
-    return {"file": files[-1].name, "events": sum(calls.values()), "top": rows}

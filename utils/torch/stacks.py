@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Mapping
 
+from utils.runtime import major_minor, same_release
+
 __all__ = [
     "StackMismatchError",
     "check_torch_xla",
@@ -47,14 +49,6 @@ def installed(names: tuple[str, ...] = ("torch", "torch_xla", "torch_tpu", "libt
     return out
 
 
-def _major_minor(version: str) -> tuple[int, int] | None:
-    parts = version.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
-
-
 def torch_xla_problem(versions: Mapping[str, str | None] | None = None) -> str | None:
     """What is wrong with the torch/torch_xla pair, with the fix; None when they match.
 
@@ -71,9 +65,10 @@ def torch_xla_problem(versions: Mapping[str, str | None] | None = None) -> str |
             f"torch_xla {xla_v} is installed but torch is not. Fix: pip install "
             f"torch=={pair} torch_xla=={pair}, then restart the runtime."
         )
-    t, x = _major_minor(torch_v), _major_minor(xla_v)
-    if t is None or x is None or t == x:
+    if same_release(torch_v, xla_v):
         return None
+    t, x = major_minor(torch_v), major_minor(xla_v)
+    assert t is not None and x is not None  # same_release() calls unreadable versions a match
     pair = xla_v.split("+")[0]
     why = ""
     if t >= TORCH_TPU_TORCH[0] and v.get("torch_tpu"):
@@ -122,7 +117,7 @@ def torch_tpu_line(
             f"torch_tpu {tpu_v} is installed but this machine has no TPU: TorchTPU has no CPU or "
             "simulated-device mode, so the TorchTPU cell is skipped."
         )
-    t = _major_minor(v.get("torch") or "")
+    t = major_minor(v.get("torch"))
     if t is None or not (TORCH_TPU_TORCH[0] <= t <= TORCH_TPU_TORCH[1]):
         return (
             f"torch_tpu {tpu_v} is installed with torch {v.get('torch')}, but it needs torch "

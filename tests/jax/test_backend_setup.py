@@ -1,22 +1,18 @@
-"""utils.keras_jax: the backend and device set-up of notebook 02, and its faults."""
+"""utils.backend_setup: the Keras backend and JAX device set-up of notebook 02, and its faults."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 pytest.importorskip("jax")
 
-from utils import keras_jax  # noqa: E402
-from utils.keras_jax import KerasJaxSetupError  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT, backend_setup  # noqa: E402
+from utils.backend_setup import KerasJaxSetupError  # noqa: E402
 
 
 def fake_keras(backend: str) -> SimpleNamespace:
@@ -32,7 +28,7 @@ def cpus(n: int) -> list[SimpleNamespace]:
 
 def test_configure_sets_backend_and_device_flag_keeping_other_flags() -> None:
     env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=2"}
-    notes = keras_jax.configure(8, env=env, modules={})
+    notes = backend_setup.configure(8, env=env, modules={})
     assert notes == []
     assert env["KERAS_BACKEND"] == "jax"
     assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"  # no oneDNN banner if Keras imports TF to save
@@ -43,15 +39,15 @@ def test_configure_sets_backend_and_device_flag_keeping_other_flags() -> None:
 
 def test_configure_one_device_removes_the_flag() -> None:
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-    keras_jax.configure(1, env=env, modules={})
+    backend_setup.configure(1, env=env, modules={})
     assert "XLA_FLAGS" not in env
-    keras_jax.configure(None, env=env, modules={})
+    backend_setup.configure(None, env=env, modules={})
     assert "XLA_FLAGS" not in env
 
 
 def test_configure_overrides_another_backend_before_keras_is_imported() -> None:
     env = {"KERAS_BACKEND": "tensorflow"}
-    notes = keras_jax.configure(8, env=env, modules={})
+    notes = backend_setup.configure(8, env=env, modules={})
     assert env["KERAS_BACKEND"] == "jax"
     assert len(notes) == 1 and "'tensorflow'" in notes[0] and "takes effect" in notes[0]
 
@@ -60,7 +56,7 @@ def test_configure_overrides_another_backend_before_keras_is_imported() -> None:
 def test_keras_already_imported_with_another_backend_says_restart(backend: str) -> None:
     env = {"KERAS_BACKEND": backend}
     with pytest.raises(KerasJaxSetupError) as info:
-        keras_jax.configure(8, env=env, modules={"keras": fake_keras(backend)})
+        backend_setup.configure(8, env=env, modules={"keras": fake_keras(backend)})
     message = str(info.value)
     assert repr(backend) in message and "'jax'" in message and "Restart the kernel" in message
     assert env["KERAS_BACKEND"] == backend  # nothing changed
@@ -68,31 +64,31 @@ def test_keras_already_imported_with_another_backend_says_restart(backend: str) 
 
 def test_keras_already_imported_with_jax_is_fine() -> None:
     env: dict[str, str] = {}
-    keras_jax.configure(8, env=env, modules={"keras": fake_keras("jax")})
+    backend_setup.configure(8, env=env, modules={"keras": fake_keras("jax")})
     assert env["KERAS_BACKEND"] == "jax"
 
 
 def test_configure_notes_when_jax_was_imported_first() -> None:
-    notes = keras_jax.configure(8, env={}, modules={"jax": object()})
+    notes = backend_setup.configure(8, env={}, modules={"jax": object()})
     assert any("jax was imported before XLA_FLAGS" in n for n in notes)
 
 
 def test_configure_rejects_zero_devices() -> None:
     with pytest.raises(ValueError, match="simulated_devices"):
-        keras_jax.configure(0, env={}, modules={})
+        backend_setup.configure(0, env={}, modules={})
 
 
 # --------------------------------------------------------------------------- check_devices
 
 
 def test_check_devices_accepts_the_asked_count() -> None:
-    assert len(keras_jax.check_devices("cpu", 8, devices=cpus(8))) == 8
-    assert len(keras_jax.check_devices("cpu", None, devices=cpus(1))) == 1
+    assert len(backend_setup.check_devices("cpu", 8, devices=cpus(8))) == 8
+    assert len(backend_setup.check_devices("cpu", None, devices=cpus(1))) == 1
 
 
 def test_check_devices_refuses_a_silent_one_device_run() -> None:
     with pytest.raises(KerasJaxSetupError) as info:
-        keras_jax.check_devices("cpu", 8, devices=cpus(1))
+        backend_setup.check_devices("cpu", 8, devices=cpus(1))
     message = str(info.value)
     assert "1 CPU device" in message and "8 were asked" in message
     assert "before XLA_FLAGS" in message and "Restart the kernel" in message
@@ -100,7 +96,7 @@ def test_check_devices_refuses_a_silent_one_device_run() -> None:
 
 def test_tpu_detected_but_jax_sees_only_cpu_is_loud() -> None:
     with pytest.raises(KerasJaxSetupError) as info:
-        keras_jax.check_devices("tpu", None, devices=cpus(1), tpu_label="v5e-1")
+        backend_setup.check_devices("tpu", None, devices=cpus(1), tpu_label="v5e-1")
     message = str(info.value)
     assert "TPU v5e-1" in message and "only 1 CPU device" in message
     assert "jax[tpu]" in message and "libtpu" in message
@@ -108,34 +104,7 @@ def test_tpu_detected_but_jax_sees_only_cpu_is_loud() -> None:
 
 def test_tpu_devices_pass_whatever_was_simulated() -> None:
     tpus = [SimpleNamespace(platform="tpu", id=i) for i in range(8)]
-    assert len(keras_jax.check_devices("tpu", 8, devices=tpus)) == 8
-
-
-# --------------------------------------------------------------------------- batches
-
-
-def test_check_batch_splits_evenly() -> None:
-    assert keras_jax.check_batch(256, 8) == 32
-
-
-def test_check_batch_names_both_numbers_and_the_fix() -> None:
-    with pytest.raises(ValueError) as info:
-        keras_jax.check_batch(100, 8)
-    message = str(info.value)
-    assert "global batch 100" in message and "8 devices" in message
-    assert "96 or 104" in message
-    with pytest.raises(ValueError, match="e.g. 8"):
-        keras_jax.check_batch(3, 8)
-
-
-def test_drop_remainder_keeps_whole_batches() -> None:
-    x, y = np.arange(10), np.arange(10)
-    x2, y2 = keras_jax.drop_remainder(x, y, batch=4)
-    assert len(x2) == len(y2) == 8
-    with pytest.raises(ValueError, match="no full batch"):
-        keras_jax.drop_remainder(x, y, batch=16)
-    with pytest.raises(ValueError, match="different lengths"):
-        keras_jax.drop_remainder(x, y[:5], batch=2)
+    assert len(backend_setup.check_devices("tpu", 8, devices=tpus)) == 8
 
 
 # --------------------------------------------------------------------------- real processes
@@ -156,15 +125,15 @@ def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_configure_before_import_gives_simulated_devices_and_after_import_fails() -> None:
     code = (
         "import json, sys\n"
-        "from utils import keras_jax\n"
+        "from utils import backend_setup\n"
         "early = sys.argv[1:] == ['early']\n"
         "if early:\n"
         "    import jax; jax.devices()\n"
-        "keras_jax.configure(4)\n"
+        "backend_setup.configure(4)\n"
         "import jax\n"
         "try:\n"
-        "    n = len(keras_jax.check_devices('cpu', 4)); err = ''\n"
-        "except keras_jax.KerasJaxSetupError as e:\n"
+        "    n = len(backend_setup.check_devices('cpu', 4)); err = ''\n"
+        "except backend_setup.KerasJaxSetupError as e:\n"
         "    n, err = len(jax.devices()), str(e)\n"
         "print(json.dumps([n, err]))\n"
     )
@@ -186,13 +155,3 @@ def _env_without_flags() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "KERAS_BACKEND")}
     env["PYTHONPATH"] = str(ROOT)
     return env
-
-
-def test_keras_jax_module_imports_no_framework() -> None:
-    code = (
-        "import sys, json; import utils.keras_jax; "
-        "print(json.dumps([m for m in ('jax', 'keras', 'tensorflow') if m in sys.modules]))"
-    )
-    done = _run(code, {})
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == []
