@@ -13,7 +13,8 @@ and imports each core module in a fresh interpreter):
   backend and JAX devices chosen before import, checked after), ``native_logs`` (C++ log noise).
 - data and results: ``data`` (CIFAR-10, real or an announced stand-in), ``results`` (results
   files), ``checkpoints`` (atomic ``.npz`` checkpoints).
-- measuring: ``bench``, ``throughput``, ``flops``, ``mfu``, ``roofline``, ``systolic``,
+- measuring: ``compare`` (interleaved rounds -> a verdict with an interval: every speed claim),
+  ``bench``, ``throughput``, ``flops``, ``mfu``, ``roofline``, ``systolic``,
   ``timeline``, ``trace_summary``; drawing: ``hardware_plots``, ``training_plots``.
 - processes: ``fresh_process`` (the one child-process runner), ``launcher`` (a multi-host job
   rehearsed on 127.0.0.1), ``tf_cluster`` (``TF_CONFIG``, checked before TensorFlow reads it).
