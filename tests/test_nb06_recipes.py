@@ -2,9 +2,9 @@
 
 On a TPU, sections 6 and 7 of notebook 06 start a second process on the chips, which the kernel
 holds after section 2; they then print the recipe: restart, run the set-up cell, the parameters
-cell and its check, the first code cell of section 6 (it loads what both sections need), then the
-section. This test runs that recipe statically: every name a cell reads must be bound by a cell
-before it (or by itself), or be a builtin.
+cell and the two after it (check, sizes), the first code cell of section 6 (it loads what both
+sections need), then the section. This test runs that recipe statically: every name a cell reads
+must be bound by a cell before it (or by itself), or be a builtin.
 Framework-free: reads the notebook as JSON and parses its code with ``ast``.
 """
 
@@ -61,12 +61,12 @@ def _section(cells: list[dict], heading: str) -> list[dict]:
 
 
 def recipe_cells(cells: list[dict], heading: str) -> list[dict]:
-    """Set-up, parameters, its check, section 6's first code cell, then the section's cells."""
+    """Set-up, parameters, its check, the sizes, section 6's first code cell, then the section."""
     code = [c for c in cells if c["cell_type"] == "code"]
     params = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
     first_of_6 = _section(cells, SECTIONS[0])[0]
     section = [c for c in _section(cells, heading) if c is not first_of_6]
-    return [code[0], code[params], code[params + 1], first_of_6, *section]
+    return [code[0], *code[params : params + 3], first_of_6, *section]
 
 
 def missing_names(cells: list[dict]) -> list[str]:
