@@ -33,7 +33,7 @@ def test_steady_state_leaves_out_the_first_epoch():
     )
     assert r.epoch_seconds == (10.0, 2.0, 4.0)
     assert r.first_epoch_s == 10.0
-    assert r.steady_epoch_s == pytest.approx(3.0)  # mean of epochs 2 and 3 only
+    assert r.steady_epoch_s == pytest.approx(3.0)  # median of epochs 2 and 3 only
     assert r.elements == 60 and r.elements_per_s == pytest.approx(60 / 16)
     assert r.steady_elements_per_s == pytest.approx(20 / 3.0)
     assert r.iteration == "fresh"
@@ -66,18 +66,17 @@ def test_step_runs_on_every_batch_inside_the_timed_region():
     assert r.seconds == pytest.approx(6.0)
 
 
-def test_best_of_keeps_the_fastest_run():
-    runs = iter(
-        [
-            Result("p", 100, 4.0, (4.0,)),
-            Result("p", 100, 1.0, (1.0,)),
-            Result("p", 100, 2.0, (2.0,)),
-        ]
+def test_steady_state_is_the_median_of_the_later_epochs():
+    """Three steady epochs, one disturbed: the median ignores it, a mean would not."""
+    clock = FakeClock()
+    epoch_costs = iter([[6.0], [1.0], [1.0], [7.0]])  # epoch 4: another job took the cores
+    r = throughput.measure(
+        lambda: batches(clock, next(epoch_costs)), epochs=4, name="p", clock=clock
     )
-    best = throughput.best_of(lambda: next(runs), 3)
-    assert best.seconds == 1.0
-    with pytest.raises(ValueError):
-        throughput.best_of(lambda: next(runs), 0)
+    assert r.epoch_seconds == (6.0, 1.0, 1.0, 7.0)
+    assert r.steady_epoch_s == pytest.approx(1.0)  # median of 1, 1, 7 (the mean would be 3)
+    assert r.steady_elements_per_s == pytest.approx(10.0)
+    assert not hasattr(r, "later_epoch_s") and not hasattr(throughput, "best_of")
 
 
 def test_input_wait_leaves_out_the_warm_up_steps():

@@ -4,13 +4,14 @@ What it measures, and the rules that make the numbers honest on a shared machine
 
 - :func:`measure`: examples per second over several epochs, each epoch timed on its own. The first
   epoch pays for building the pipeline, filling caches and tracing; :attr:`Result.steady_epoch_s`
-  (the *steady state*) leaves it out. Two ways to iterate, and a comparison must use the same one
+  (the *steady state*: the median of epochs 2.., so one disturbed epoch does not move it) leaves
+  it out. Two ways to iterate, and a comparison must use the same one
   for every pipeline: a fresh iterator per epoch (``for batch in dataset``, what the tf.data
   guide's benchmark does) or one iterator over all epochs (``dataset.repeat(epochs)``; epoch
   boundaries are found by counting examples).
-- :func:`best_of`: run a measurement several times and keep the fastest run. Other processes on a
-  shared machine only ever slow a run down, so the best run is the closest to the pipeline's own
-  speed (``timeit`` reports the minimum for the same reason).
+- A :class:`Result` describes one run. Whether one pipeline is *faster* than another is never
+  read from single runs (nor from the fastest of a few): that is :func:`utils.compare.compare`'s
+  job (interleaved rounds, warm-up excluded, an interval and a three-state verdict).
 - :func:`input_wait`: how much of each training step is spent blocked waiting for the next batch,
   with the first ``warmup`` steps (tracing, pipeline start) left out.
 - :func:`format_table`: a fixed-width table of results.
@@ -30,7 +31,14 @@ from typing import Any
 
 Clock = Callable[[], float]
 
-__all__ = ["Result", "best_of", "format_table", "input_wait", "measure"]
+__all__ = [
+    "Result",
+    "epoch_runner",
+    "first_epoch_runner",
+    "format_table",
+    "input_wait",
+    "measure",
+]
 
 
 @dataclass(frozen=True)
@@ -56,14 +64,13 @@ class Result:
 
     @property
     def steady_epoch_s(self) -> float:
-        """Mean seconds of epochs 2.. (the steady state); epoch 1 if there is only one."""
-        rest = self.epoch_seconds[1:] or self.epoch_seconds
-        return statistics.fmean(rest)
+        """Median seconds of epochs 2.. (the steady state); epoch 1 if there is only one.
 
-    @property
-    def later_epoch_s(self) -> float:
-        """Alias of :attr:`steady_epoch_s` (the table's "later" column)."""
-        return self.steady_epoch_s
+        The median, not the mean: one epoch slowed by another job on the machine would move a
+        mean, and the steady state is what the pipeline does when nothing disturbs it.
+        """
+        rest = self.epoch_seconds[1:] or self.epoch_seconds
+        return statistics.median(rest)
 
     @property
     def steady_elements_per_s(self) -> float:
@@ -127,11 +134,47 @@ def measure(
     return Result(name, total, seconds, tuple(epoch_times), note, "repeat" if repeat else "fresh")
 
 
-def best_of(run: Callable[[], Result], repeats: int) -> Result:
-    """Call ``run()`` ``repeats`` times and keep the result with the most elements per second."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    return max((run() for _ in range(repeats)), key=lambda r: r.elements_per_s)
+def first_epoch_runner(
+    make: Callable[[], Iterable[Any]], *, epoch_size: int, count: Callable[[Any], int] = len
+) -> Callable[[], int]:
+    """A ``run`` for :class:`utils.compare.Variant`: build the pipeline anew, iterate one epoch.
+
+    Each call pays for everything a first epoch pays for (storage reads, filling a cache).
+    Returns the number of examples delivered.
+    """
+
+    def run() -> int:
+        n = 0
+        for batch in make():
+            n += count(batch)
+            if n >= epoch_size:
+                break
+        return n
+
+    return run
+
+
+def epoch_runner(
+    make: Callable[[], Iterable[Any]], *, epoch_size: int, count: Callable[[Any], int] = len
+) -> Callable[[], int]:
+    """A ``run`` for :class:`utils.compare.Variant`: the next epoch of one long-lived iterator.
+
+    ``make()`` must return an endless iterable (``dataset.repeat()``, a distributed dataset over
+    one, a Grain pipeline with ``epochs=None``); it is iterated once, on the first call. Every
+    call pulls ``epoch_size`` more examples, so after the warm-up call (the first epoch: storage,
+    caches) each timed call is one steady epoch, iterated the way the pipeline trains.
+    """
+    state: dict[str, Iterator[Any]] = {}
+
+    def run() -> int:
+        if "it" not in state:
+            state["it"] = iter(make())
+        n = 0
+        while n < epoch_size:
+            n += count(next(state["it"]))
+        return n
+
+    return run
 
 
 def input_wait(
@@ -169,9 +212,10 @@ def input_wait(
 
 
 def format_table(results: Sequence[Result], *, baseline: str | None = None) -> str:
-    """A fixed-width table: elements/s overall and in the steady state, epoch times, speed-up.
+    """A fixed-width table of single runs: elements/s overall and steady, epoch times, ratio.
 
-    ``baseline`` names the row the "x" column divides by (default: the first row).
+    ``baseline`` names the row the "x" column divides by (default: the first row). A table of
+    single runs maps where the time goes; a verdict needs :func:`utils.compare.compare`.
     """
     if not results:
         return "(no results)"
@@ -179,7 +223,7 @@ def format_table(results: Sequence[Result], *, baseline: str | None = None) -> s
     base = base_row.elements_per_s
     lines = [
         f"{'pipeline':<20} {'elements/s':>11} {'steady/s':>10} {'epoch 1 (s)':>12} "
-        f"{'later (s)':>10} {'x ' + base_row.name:>10}  what changed",
+        f"{'steady (s)':>10} {'x ' + base_row.name:>10}  what changed",
     ]
     for r in results:
         lines.append(

@@ -68,9 +68,9 @@ def test_record_timeline_with_repeat_opens_one_iterator():
     assert once.iterators == 0 and once.repeated.iterators == 1 and once.repeated.epochs == 3
 
 
-def test_compare_measures_the_guide_both_ways_and_counts_every_example(tmp_path):
+def test_ladder_measures_the_guide_both_ways_and_counts_every_example(tmp_path):
     wl = small_workload(tmp_path)
-    rows = bp.compare(wl, epochs=2, configs=(bp.NAIVE, bp.TUNED), repeats=1)
+    rows = bp.ladder(wl, epochs=2, configs=(bp.NAIVE, bp.TUNED))
     by_name = {r.name: r for r in rows}
     assert list(by_name) == ["naive", "course tuned", "guide optimized", "guide + repeat"]
     assert all(r.elements == 2 * wl.num_examples for r in rows)
@@ -128,3 +128,27 @@ def test_cache_growth_child_failure_carries_its_output():
 
     with pytest.raises(FreshProcessError, match="placement must be 'before' or 'after'"):
         bp.cache_growth_in_subprocess("sideways", 4)
+
+
+def test_runners_deliver_whole_epochs_for_compare(tmp_path):
+    """first_epoch_runner rebuilds the pipeline per call; epoch_runner keeps one iterator."""
+    wl = small_workload(tmp_path)
+    built = []
+
+    def make():
+        built.append(1)
+        return bp.tuned_pipeline(wl, shuffle=False)
+
+    first = bp.first_epoch_runner(make, epoch_size=wl.num_examples)
+    assert first() == wl.num_examples and first() == wl.num_examples and len(built) == 2
+    built.clear()
+    steady = bp.epoch_runner(lambda: make().repeat(), epoch_size=wl.num_examples)
+    assert [steady() for _ in range(3)] == [wl.num_examples] * 3 and len(built) == 1
+
+
+def test_tuned_without_shuffle_differs_only_in_the_shuffle():
+    import dataclasses
+
+    a, b = dataclasses.asdict(bp.TUNED), dataclasses.asdict(bp.TUNED_NO_SHUFFLE)
+    assert {k for k in a if a[k] != b[k]} == {"name", "note", "shuffle"}
+    assert a["shuffle"] and not b["shuffle"]

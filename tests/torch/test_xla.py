@@ -192,8 +192,28 @@ def test_enable_spmd_refuses_after_the_device_was_used() -> None:
     assert not xr.is_spmd()  # refused before torch_xla changed anything
 
 
-def test_matmul_rate_is_positive_on_xla_and_eager() -> None:
-    assert xla.matmul_flops_per_s(xla.device(), n=64, reps=2) > 0
-    assert xla.matmul_flops_per_s(torch.device("cpu"), n=64, reps=2) > 0
+def test_matmul_peak_is_measured_by_the_one_peak_function() -> None:
+    for dev in (xla.device(), torch.device("cpu")):
+        assert xla.matmul_peak(dev, n=64, repeats=1)() > 0
+    out = xla.matmul(torch.device("cpu"), n=8, dtype=torch.bfloat16)()
+    assert out.dtype == torch.bfloat16 and out.shape == (8, 8)
     with pytest.raises(ValueError):
-        xla.matmul_flops_per_s(torch.device("cpu"), n=0)
+        xla.matmul(torch.device("cpu"), n=0)
+    assert not hasattr(xla, "matmul_flops_per_s")
+
+
+def test_steps_runner_runs_the_given_step_on_fresh_batches() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, 40)
+    seen = []
+
+    def step(x, y):
+        seen.append((tuple(x.shape), str(x.device)))
+        return y.float().sum()
+
+    run = xla.steps_runner(step, images, labels, dev=torch.device("cpu"), batch_size=8, steps=3)
+    assert run() == 24 and run() == 24
+    assert seen == [((8, 3, 32, 32), "cpu")] * 6
+    with pytest.raises(ValueError, match="cannot make"):
+        xla.steps_runner(step, images, labels, dev=torch.device("cpu"), batch_size=8, steps=6)

@@ -18,11 +18,14 @@ Every pipeline does that same work per example; they differ only in how tf.data 
 :data:`LADDER` applies the seed text's techniques one at a time; :func:`guide_pipeline` is the
 optimized pipeline of the tf.data performance guide (https://www.tensorflow.org/guide/data_performance,
 "Best practice summary": interleave -> batch -> parallel map -> cache -> map -> prefetch);
-:func:`tuned_pipeline` is the course's. :func:`measure` times a pipeline over a few epochs.
+:func:`tuned_pipeline` is the course's. :func:`measure` times one run of a pipeline over a few
+epochs and :func:`ladder` runs every row once (a map of where the time goes). A *verdict* (faster,
+slower, no difference) comes only from :func:`utils.compare.compare`, fed with
+:func:`first_epoch_runner` / :func:`epoch_runner` (interleaved rounds, warm-up excluded).
 
-The measuring harness itself (:class:`~utils.throughput.Result`, ``measure``, ``best_of``,
-``input_wait``, ``format_table``) is framework-free, in :mod:`utils.throughput`; this module adds
-the TensorFlow side (datasets, distributed iterators, the workload and its pipelines).
+The measuring harness itself (:class:`~utils.throughput.Result`, ``measure``, ``input_wait``,
+``format_table``) is framework-free, in :mod:`utils.throughput`; this module adds the TensorFlow
+side (datasets, distributed iterators, the workload and its pipelines).
 
 Run ``python -m utils.tf.input_bench`` (``make bench``) for the table on this machine.
 """
@@ -59,11 +62,13 @@ __all__ = [
     "build_pipeline",
     "cache_growth_bytes",
     "cache_growth_in_subprocess",
-    "compare",
     "decode_stage",
+    "epoch_runner",
+    "first_epoch_runner",
     "format_table",
     "guide_pipeline",
     "input_wait",
+    "ladder",
     "make_workload",
     "measure",
     "naive_pipeline",
@@ -348,6 +353,10 @@ TUNED = replace(
     note="+ cycle_length=16 (latency-bound reads) + shuffle(all cached examples)",
 )
 NAIVE = LADDER[0]
+#: The tuned pipeline without its shuffle: the shuffle's cost, measured as its own row.
+TUNED_NO_SHUFFLE = replace(
+    TUNED, name="tuned, no shuffle", shuffle=False, note="course tuned - shuffle"
+)
 
 
 def naive_pipeline(wl: Workload, *, stamp: bool = False) -> tf.data.Dataset:
@@ -355,9 +364,9 @@ def naive_pipeline(wl: Workload, *, stamp: bool = False) -> tf.data.Dataset:
     return build_pipeline(wl, NAIVE, stamp=stamp)
 
 
-def tuned_pipeline(wl: Workload, *, stamp: bool = False) -> tf.data.Dataset:
-    """The course's tuned pipeline (:data:`TUNED`)."""
-    return build_pipeline(wl, TUNED, stamp=stamp)
+def tuned_pipeline(wl: Workload, *, stamp: bool = False, shuffle: bool = True) -> tf.data.Dataset:
+    """The course's tuned pipeline (:data:`TUNED`; ``shuffle=False``: :data:`TUNED_NO_SHUFFLE`)."""
+    return build_pipeline(wl, TUNED if shuffle else TUNED_NO_SHUFFLE, stamp=stamp)
 
 
 def guide_pipeline(wl: Workload, *, stamp: bool = False) -> tf.data.Dataset:
@@ -431,57 +440,66 @@ def measure(
     )
 
 
-def compare(
+def ladder(
     wl: Workload,
     *,
     epochs: int = 3,
     configs: Sequence[PipelineConfig] | None = None,
     include_guide: bool = True,
     extra: Mapping[str, Callable[[], Result]] | None = None,
-    repeats: int = 2,
 ) -> list[Result]:
-    """Measure the ladder (or ``configs``), ``extra`` measurements and the guide's pipeline.
+    """One run of each ladder row (or ``configs``), of ``extra`` and of the guide's pipeline.
 
-    Each is measured ``repeats`` times and the fastest run is kept
-    (:func:`utils.throughput.best_of`). The guide's pipeline is measured twice over: as the guide
-    runs it (a fresh iterator per epoch: ``guide optimized``) and with the iteration the course's
-    tuned pipeline uses (``dataset.repeat(epochs)``: ``guide + repeat``), so that a comparison
-    with the course's pipeline compares like with like.
+    A map of where the time goes, one run per row: single runs on a shared machine cannot say
+    that one row is faster than another (use :func:`utils.compare.compare` for that). The guide's
+    pipeline is run both ways: as the guide runs it (a fresh iterator per epoch: ``guide
+    optimized``) and iterated like the course's tuned pipeline (``dataset.repeat(epochs)``:
+    ``guide + repeat``).
     """
 
-    def ladder_run(cfg: PipelineConfig) -> Callable[[], Result]:
-        return lambda: measure(
-            build_pipeline(wl, cfg),
-            epochs=epochs,
-            name=cfg.name,
-            repeat=cfg.repeat,
-            epoch_size=wl.num_examples,
-            note=cfg.note,
+    def run(make: Callable[[], tf.data.Dataset], name: str, repeat: bool, note: str) -> Result:
+        return measure(
+            make(), epochs=epochs, name=name, repeat=repeat, epoch_size=wl.num_examples, note=note
         )
 
     chosen = configs if configs is not None else (*LADDER, TUNED)
-    results = [throughput.best_of(ladder_run(cfg), repeats) for cfg in chosen]
-    results += [throughput.best_of(fn, repeats) for fn in (extra or {}).values()]
+    results = [
+        run(lambda cfg=cfg: build_pipeline(wl, cfg), cfg.name, cfg.repeat, cfg.note)
+        for cfg in chosen
+    ]
+    results += [fn() for fn in (extra or {}).values()]
     if include_guide:
-        for repeat in (False, True):
-            results.append(
-                throughput.best_of(
-                    lambda repeat=repeat: measure(
-                        guide_pipeline(wl),
-                        epochs=epochs,
-                        name="guide + repeat" if repeat else "guide optimized",
-                        repeat=repeat,
-                        epoch_size=wl.num_examples,
-                        note=(
-                            "the guide's pipeline, iterated like course tuned (repeat)"
-                            if repeat
-                            else "tf.data guide: interleave, batch, map, cache, map, prefetch"
-                        ),
-                    ),
-                    repeats,
-                )
+        results.append(
+            run(
+                lambda: guide_pipeline(wl),
+                "guide optimized",
+                False,
+                "tf.data guide: interleave, batch, map, cache, map, prefetch",
             )
+        )
+        results.append(
+            run(
+                lambda: guide_pipeline(wl),
+                "guide + repeat",
+                True,
+                "the guide's pipeline, iterated like course tuned (repeat)",
+            )
+        )
     return results
+
+
+def first_epoch_runner(
+    make: Callable[[], Iterable[Any]], *, epoch_size: int, count: Callable[[Any], int] | None = None
+) -> Callable[[], int]:
+    """:func:`utils.throughput.first_epoch_runner` counting examples of tf.data batches."""
+    return throughput.first_epoch_runner(make, epoch_size=epoch_size, count=count or _count)
+
+
+def epoch_runner(
+    make: Callable[[], Iterable[Any]], *, epoch_size: int, count: Callable[[Any], int] | None = None
+) -> Callable[[], int]:
+    """:func:`utils.throughput.epoch_runner` counting examples of tf.data batches."""
+    return throughput.epoch_runner(make, epoch_size=epoch_size, count=count or _count)
 
 
 def format_table(results: Sequence[Result], *, baseline: str = "naive") -> str:
@@ -602,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--open-latency-ms", type=float, default=20.0)
     parser.add_argument("--record-latency-ms", type=float, default=0.5)
-    parser.add_argument("--repeats", type=int, default=2, help="runs per pipeline (best kept)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per verdict")
     parser.add_argument("--ladder", action="store_true", help="also time every ladder step")
     parser.add_argument(
         "--cache-growth",
@@ -632,21 +650,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(wl.describe())
         print(
             f"CPU cores available: {os.cpu_count()}; epochs per pipeline: {args.epochs}; "
-            f"best of {args.repeats} runs\n"
+            f"{args.rounds} interleaved rounds per verdict\n"
         )
         configs = (*LADDER, TUNED) if args.ladder else (NAIVE, TUNED)
-        results = compare(wl, epochs=args.epochs, configs=configs, repeats=args.repeats)
-    print(format_table(results))
-    by_name = {r.name: r for r in results}
-    tuned, naive = by_name["course tuned"], by_name["naive"]
-    guide = by_name["guide + repeat"]
-    print(f"\ncourse tuned / naive, all epochs: {tuned.elements_per_s / naive.elements_per_s:.2f}x")
-    print(
-        "course tuned / guide + repeat (same iteration): "
-        f"first epoch {guide.first_epoch_s / tuned.first_epoch_s:.2f}x, "
-        f"steady state {tuned.steady_elements_per_s / guide.steady_elements_per_s:.2f}x"
-    )
+        print(format_table(ladder(wl, epochs=args.epochs, configs=configs)))
+        print("(one run per row: a map, not a verdict)\n")
+        first, steady = tuned_vs_guide(wl, rounds=args.rounds)
+    for name, result in (("first epoch", first), ("steady epoch", steady)):
+        print(f"{name}:\n{result.table(baseline='guide')}")
+        for other in result.names[1:]:
+            print("  " + result.verdict(result.names[0], other).sentence())
     return 0
+
+
+def tuned_vs_guide(wl: Workload, *, rounds: int = 5) -> tuple[Any, Any]:
+    """course tuned, tuned without its shuffle, and the guide's pipeline, by utils.compare.
+
+    Two comparisons: the first epoch (a fresh pipeline per call: storage) and the steady epoch
+    (one long-lived iterator each, the cache full). Returns the two ``Comparison`` objects.
+    """
+    from utils.compare import Variant, compare
+
+    size = wl.num_examples
+    makers = {
+        "course tuned": lambda: tuned_pipeline(wl),
+        "tuned, no shuffle": lambda: tuned_pipeline(wl, shuffle=False),
+        "guide": lambda: guide_pipeline(wl),
+    }
+    first = compare(
+        [Variant(n, first_epoch_runner(m, epoch_size=size), work=size) for n, m in makers.items()],
+        rounds=rounds,
+        warmup=1,
+    )
+    steady = compare(
+        [
+            Variant(n, epoch_runner(lambda m=m: m().repeat(), epoch_size=size), work=size)
+            for n, m in makers.items()
+        ],
+        rounds=rounds,
+        warmup=1,
+    )
+    return first, steady
 
 
 if __name__ == "__main__":

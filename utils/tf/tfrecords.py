@@ -101,10 +101,13 @@ def recommended_num_shards(
     min_shard_bytes: int = 10 * 2**20,
     max_shard_bytes: int = 200 * 2**20,
 ) -> int:
-    """Shard count by the rule of thumb: ~10 per host, >= hosts x cycle_length, 10-200 MB each.
+    """Shard count by the rule of thumb: >= 10x as many files as hosts, >= hosts x cycle_length,
+    10-200 MB each.
 
-    The count target (~10 per host) is bounded by size on both sides. The floor wins over the
-    target for a small data set (fewer, bigger shards, since every file open costs a round trip),
+    The count target (10 files per reading host: the TFRecord guide's "at least 10 times as
+    many files as there are hosts reading data") is bounded by size on both sides. The floor
+    wins over the target for a small data set (fewer, bigger shards, since every file open costs
+    a round trip),
     but never below ``hosts x cycle_length``, so that each host can shard by file and keep
     ``cycle_length`` files open. The ceiling wins for a big one: at least
     ``ceil(total_bytes / max_shard_bytes)`` shards, so no shard outgrows "tens to hundreds of MB"

@@ -23,8 +23,10 @@ What is here, in the order notebook 06 uses it:
 - :func:`pad_to_bucket`: pad variable-length inputs to a few fixed lengths (fewer compilations).
 - :func:`train_step`, :func:`train`, :func:`evaluate`: one training loop for the XLA device (with
   ``MpDeviceLoader``) and for eager PyTorch on the CPU.
-- :func:`benchmark`: images/s and step time of that loop on any device;
-  :func:`matmul_flops_per_s`: the CPU's stand-in peak for MFU.
+- :func:`steps_runner`: a number of training steps as one call, on any device, for
+  :func:`utils.compare.compare` (interleaved rounds, warm-up excluded, a verdict);
+  :func:`matmul` / :func:`matmul_peak`: the matmul the CPU's stand-in peak is measured on
+  (by :func:`utils.mfu.measured_peak`, the course's one peak), on the training's device and dtype.
 - :func:`ensure_simulated_devices` and :func:`enable_spmd`: the two things that must happen
   before this process's XLA runtime starts, checked, with a clear error instead of a silently
   ignored ``CPU_NUM_DEVICES`` or a crash.
@@ -91,24 +93,26 @@ import torch_xla.runtime as xr  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
-from utils.torch.models import SeedCNN, images_to_float  # noqa: E402
+from utils.mfu import measured_peak  # noqa: E402 - framework-free
+from utils.torch.models import images_to_float  # noqa: E402
 
 __all__ = [
     "PJRT_CHOICE",
-    "BenchResult",
     "SpmdTooLateError",
     "TrainLog",
-    "benchmark",
     "describe_device",
     "device",
     "enable_spmd",
     "ensure_simulated_devices",
     "evaluate",
     "make_loader",
+    "matmul",
+    "matmul_peak",
     "metrics_delta",
     "metrics_summary",
     "pad_to_bucket",
     "runtime_started",
+    "steps_runner",
     "to_tensor_dataset",
     "train",
     "train_step",
@@ -389,51 +393,47 @@ def evaluate(model: nn.Module, loader: DataLoader, *, dev: torch.device) -> floa
     return int(correct.cpu()) / max(total, 1)
 
 
-@dataclass(frozen=True)
-class BenchResult:
-    """Throughput of :func:`benchmark` (timed steps only, warm-up excluded)."""
-
-    device: str
-    images_per_s: float
-    step_ms: float
-    steps: int
-    batch_size: int
-    warmup_s: float
-
-
-def benchmark(
+def steps_runner(
+    step: Callable[[torch.Tensor, torch.Tensor], object],
     images: np.ndarray,
     labels: np.ndarray,
     *,
     dev: torch.device,
     batch_size: int,
     steps: int,
-    warmup_steps: int = 3,
-    lr: float = 0.01,
     seed: int = 0,
-) -> BenchResult:
-    """Train a fresh :class:`SeedCNN` on ``dev``: ``warmup_steps`` untimed (compilation on XLA),
-    then ``steps`` timed steps. Same loop, loader and model for eager CPU and XLA."""
-    torch.manual_seed(seed)
-    model = SeedCNN().to(dev)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    needed = (warmup_steps + steps) * batch_size
-    reps = -(-needed // len(labels))
-    x = np.concatenate([images] * reps)[:needed]
-    y = np.concatenate([labels] * reps)[:needed]
-    n_warm = warmup_steps * batch_size
-    first = make_loader(x[:n_warm], y[:n_warm], batch_size=batch_size, drop_last=True)
-    rest = make_loader(x[n_warm:], y[n_warm:], batch_size=batch_size, drop_last=True)
-    warm = train(model, first, optimizer, dev=dev)
-    timed = train(model, rest, optimizer, dev=dev)
-    return BenchResult(
-        device=str(dev),
-        images_per_s=timed.images / timed.seconds,
-        step_ms=1000 * timed.seconds / timed.steps,
-        steps=timed.steps,
-        batch_size=batch_size,
-        warmup_s=warm.seconds,
+) -> Callable[[], int]:
+    """A ``run`` for :class:`utils.compare.Variant`: ``steps`` calls of ``step(images, labels)``.
+
+    Batches come from :func:`make_loader` (shuffled, ``drop_last``) through the same device
+    iterator as :func:`train` (``MpDeviceLoader`` on XLA: one graph per step). Each call returns
+    only when the device has finished (XLA: ``wait_device_ops``; eager: the last loss is read), so
+    the timed region holds the work. Returns the images processed.
+
+    Raises:
+        ValueError: fewer than ``steps`` full batches in ``images``.
+    """
+    loader = make_loader(
+        images, labels, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed
     )
+    if len(loader) < steps:
+        raise ValueError(f"{len(loader)} batches of {batch_size} cannot make {steps} steps")
+
+    def run() -> int:
+        out: object = None
+        for i, (x, y) in enumerate(_device_batches(loader, dev)):
+            out = step(x, y)
+            if i + 1 == steps:
+                break
+        if _is_xla(dev):
+            torch_xla.sync()
+            xm.wait_device_ops()
+        else:
+            first = out[0] if isinstance(out, tuple) else out
+            float(first)  # eager: reading the loss waits for the step
+        return steps * batch_size
+
+    return run
 
 
 def weights_checksum(model: nn.Module) -> str:
@@ -507,31 +507,39 @@ def enable_spmd() -> None:
 # --------------------------------------------------------------------------- peak rate
 
 
-def matmul_flops_per_s(
-    dev: torch.device, *, n: int = 512, reps: int = 8, dtype: torch.dtype = torch.float32
-) -> float:
-    """FLOP/s of ``reps`` chained ``n x n`` matmuls in one compiled graph on ``dev``.
+def matmul(
+    dev: torch.device, *, n: int = 1024, dtype: torch.dtype = torch.float32
+) -> Callable[[], object]:
+    """A zero-argument callable: one ``(n, n) @ (n, n)`` at ``dtype`` on ``dev``, waited for.
 
-    The CPU stand-in for a chip's published peak when computing MFU (:mod:`utils.mfu`): measure
-    it in the same run as the training. The graph is compiled and run once untimed first.
+    On an XLA device it is one compiled graph (the first call compiles; later calls reuse it),
+    the same compile path as a torch_xla training step. Time it with
+    :func:`utils.mfu.measured_peak` (or pass :func:`matmul_peak` to ``compare(peaks=...)``).
     """
-    if n < 1 or reps < 1:
-        raise ValueError(f"n and reps must be >= 1, got n={n}, reps={reps}")
-    a = torch.randn(n, n, dtype=dtype).to(dev) / n**0.5
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.randn(n, n, generator=gen) / n**0.5).to(dtype).to(dev)
+    b = (torch.randn(n, n, generator=gen) / n**0.5).to(dtype).to(dev)
 
-    def chain() -> torch.Tensor:
-        x = a
-        for _ in range(reps):
-            x = x @ a
-        return x
-
-    for _attempt in range(2):  # the first compiles; the second is timed
-        start = time.perf_counter()
-        out = chain()
+    def product() -> object:
+        out = a @ b
         if _is_xla(dev):
             torch_xla.sync()
             xm.wait_device_ops()
         else:
-            out.sum().item()
-        seconds = time.perf_counter() - start
-    return 2.0 * n**3 * reps / seconds
+            out[0, 0].item()
+        return out
+
+    return product
+
+
+def matmul_peak(
+    dev: torch.device, *, n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int = 3
+) -> Callable[[], float]:
+    """A callable measuring that matmul's FLOP/s now (:func:`utils.mfu.measured_peak`).
+
+    Pass it to ``utils.compare.compare(peaks={...})``: it is then measured in every round.
+    """
+    fn = matmul(dev, n=n, dtype=dtype)
+    return lambda: measured_peak(fn, n, repeats=repeats)

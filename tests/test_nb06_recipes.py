@@ -1,0 +1,94 @@
+"""Notebook 06's printed recovery recipe works as printed: its cells define every name they use.
+
+On a TPU, sections 6 and 7 of notebook 06 start a second process on the chips, which the kernel
+holds after section 2; they then print the recipe: restart, run the set-up cell, the parameters
+cell and the two after it (check, sizes), the first code cell of section 6 (it loads what both
+sections need), then the section. This test runs that recipe statically: every name a cell reads
+must be bound by a cell before it (or by itself), or be a builtin.
+Framework-free: reads the notebook as JSON and parses its code with ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_pytorch_xla.ipynb"
+SECTIONS = ("## 6. Several devices", "## 7. The persistent compilation cache")
+ALWAYS = set(dir(builtins)) | {"get_ipython", "display", "__name__"}
+
+
+def _code(cell: dict) -> str:
+    text = "".join(cell["source"])
+    if text.startswith("%%"):  # a cell magic: the body is a script written to disk, not run here
+        return ""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            out.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
+    return out
+
+
+def _read(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _section(cells: list[dict], heading: str) -> list[dict]:
+    """The code cells from the markdown cell holding ``heading`` to the next ``## `` heading."""
+
+    def has(cell: dict, text: str) -> bool:
+        return cell["cell_type"] == "markdown" and f"\n{text}" in "\n" + "".join(cell["source"])
+
+    start = next(i for i, c in enumerate(cells) if has(c, heading))
+    end = next((i for i, c in enumerate(cells) if i > start and has(c, "## ")), len(cells))
+    return [c for c in cells[start + 1 : end] if c["cell_type"] == "code"]
+
+
+def recipe_cells(cells: list[dict], heading: str) -> list[dict]:
+    """Set-up, parameters, its check, the sizes, section 6's first code cell, then the section."""
+    code = [c for c in cells if c["cell_type"] == "code"]
+    params = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
+    first_of_6 = _section(cells, SECTIONS[0])[0]
+    section = [c for c in _section(cells, heading) if c is not first_of_6]
+    return [code[0], *code[params : params + 3], first_of_6, *section]
+
+
+def missing_names(cells: list[dict]) -> list[str]:
+    known = set(ALWAYS)
+    problems = []
+    for n, cell in enumerate(cells):
+        tree = ast.parse(_code(cell))
+        here = _bound(tree)
+        missing = _read(tree) - known - here
+        if missing:
+            problems.append(f"cell {n} of the recipe reads {sorted(missing)}")
+        known |= here
+    return problems
+
+
+@pytest.mark.parametrize("heading", SECTIONS)
+def test_each_fresh_process_section_runs_after_setup_and_parameters(heading: str) -> None:
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    assert missing_names(recipe_cells(cells, heading)) == []
+
+
+def test_the_check_finds_a_name_defined_only_elsewhere() -> None:
+    """The check can fail: a section cell reading a name from an earlier section is caught."""
+    cell = {"cell_type": "code", "metadata": {}, "source": ["x = cifar.x_train\n"]}
+    assert missing_names([cell]) == ["cell 0 of the recipe reads ['cifar']"]
