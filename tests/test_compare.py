@@ -163,8 +163,9 @@ def test_table_and_metrics_carry_rates_and_verdicts():
     table = result.table(baseline="seed way")
     assert "course way" in table and "2.00x" in table
     metrics = result.metrics([("course way", "seed way")])
-    assert metrics["verdict_course_way_vs_seed_way"] == "faster"
-    assert metrics["ratio_course_way_vs_seed_way"] == 2.0
+    assert metrics["verdict_course_way_vs_seed_way"] == (1.0, compare.VERDICT_UNIT)
+    assert metrics["ratio_course_way_vs_seed_way"] == (2.0, "x")
+    assert result.metrics([("seed way", "course way")])["verdict_seed_way_vs_course_way"][0] == -1
 
 
 def test_measured_peak_times_after_a_warm_up_and_keeps_the_fastest_call():

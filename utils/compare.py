@@ -37,6 +37,7 @@ __all__ = [
     "Comparison",
     "MeasurementError",
     "NO_DIFFERENCE",
+    "VERDICT_UNIT",
     "Variant",
     "Verdict",
     "compare",
@@ -45,6 +46,8 @@ __all__ = [
 
 Clock = Callable[[], float]
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
+VERDICT_VALUES = {FASTER: 1.0, NO_DIFFERENCE: 0.0, SLOWER: -1.0}
+VERDICT_UNIT = "verdict (+1 faster, 0 no difference, -1 slower)"
 
 
 @dataclass(frozen=True)
@@ -202,16 +205,23 @@ class Comparison:
             )
         return "\n".join(lines)
 
-    def metrics(self, pairs: Sequence[tuple[str, str]], *, prefix: str = "") -> dict[str, object]:
-        """Verdicts and ratios of ``pairs`` as results-file metrics (``verdict_<a>_vs_<b>`` ...)."""
-        out: dict[str, object] = {}
+    def metrics(
+        self, pairs: Sequence[tuple[str, str]], *, prefix: str = ""
+    ) -> dict[str, tuple[float, str]]:
+        """Verdicts and ratios of ``pairs`` as :func:`utils.results.record` metrics.
+
+        ``verdict_<a>_vs_<b>``: +1 faster, 0 no difference, -1 slower (:data:`VERDICT_UNIT`);
+        ``ratio_...``, ``ratio_low_...``, ``ratio_high_...``: the median ratio and its interval.
+        ``python -m utils.tools.twice`` compares these keys between two runs.
+        """
+        out: dict[str, tuple[float, str]] = {}
         for a, b in pairs:
             v = self.verdict(a, b)
             key = f"{prefix}{_slug(a)}_vs_{_slug(b)}"
-            out[f"verdict_{key}"] = v.state
-            out[f"ratio_{key}"] = round(v.ratio, 4)
-            out[f"ratio_low_{key}"] = round(v.low, 4)
-            out[f"ratio_high_{key}"] = round(v.high, 4)
+            out[f"verdict_{key}"] = (VERDICT_VALUES[v.state], VERDICT_UNIT)
+            out[f"ratio_{key}"] = (round(v.ratio, 4), "x")
+            out[f"ratio_low_{key}"] = (round(v.low, 4), "x")
+            out[f"ratio_high_{key}"] = (round(v.high, 4), "x")
         return out
 
 
