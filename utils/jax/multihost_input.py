@@ -8,9 +8,9 @@ batch is rows ``p*B/P ... (p+1)*B/P-1`` of the global batch: the same global bat
 process count (2 processes x 4 devices compute what 1 x 8 computes), and every example of an
 epoch is read exactly once, by exactly one process.
 
-(Grain's ``ShardByJaxProcess`` and ``tf.data``'s ``shard(process_count, process_index)`` split
-the examples by process the same way, but which examples meet in a global batch then depends
-on the process count.) :func:`my_files` is the reader's rule. Numpy only; no JAX import.
+(Grain's ``ShardByJaxProcess`` and ``tf.data``'s ``shard(process_count, process_index)`` also
+give each process its own share of the examples, but which examples meet in a global batch then
+depends on the process count.) :func:`my_files` is the reader's rule. Numpy only; no JAX import.
 """
 
 from __future__ import annotations
