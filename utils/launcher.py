@@ -47,9 +47,7 @@ __all__ = [
     "WorkerResult",
     "free_port",
     "launch",
-    "latest_checkpoint",
     "pid_alive",
-    "save_checkpoint",
 ]
 
 
@@ -420,8 +418,3 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, int, i
         raise LaunchError(f"process id {rank} is outside 0..{n - 1} (COURSE_NUM_PROCESSES={n})")
     return coordinator, n, rank
 
-
-# utils/jax/multihost_worker.py and notebook 08's worker still call launcher.save_checkpoint /
-# launcher.latest_checkpoint; the code lives in utils.checkpoints (these names are the same
-# functions, not copies). Remove once those import utils.checkpoints.
-from utils.checkpoints import latest_checkpoint, save_checkpoint  # noqa: E402

@@ -7,7 +7,9 @@ first import.
 - ``compiles``: count compilations with JAX's ``jax_log_compiles`` log records and a jitted
   function's cache size.
 - ``multihost_*``: the multi-host workers of notebook 08 (``multihost_allreduce``,
-  ``multihost_keras``, ``multihost_worker``).
+  ``multihost_keras``, ``multihost_worker``), how they join a job on a slice or in the rehearsal
+  (``multihost_env``: imports JAX only when joining) and their per-host shard files
+  (``multihost_input``: numpy only).
 
 Framework-free helpers the JAX notebooks use live in the core: ``utils.simulated_devices``
 (``XLA_FLAGS`` before import, device counts, batch divisibility) and ``utils.trace_summary``

@@ -2,7 +2,7 @@
 
     python -m utils.jax.multihost_allreduce --out DIR --sizes 4096,65536 --repeats 5
 
-Started by ``utils.launcher.launch`` (its environment names rank, count, coordinator). Process
+Started by ``utils.launcher.launch``; joins the job with ``utils.jax.multihost_env``. Process
 0 writes ``DIR/allreduce-<n>.npz`` with the payload sizes in bytes and the median seconds of a
 ``psum`` over all processes (gloo over 127.0.0.1), and the fastest of the repeats
 (``seconds_min``: the least disturbed by other work on a shared machine). Importing this module
@@ -10,21 +10,17 @@ imports JAX.
 """
 
 import argparse
-import os
 import time
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the rehearsal runs on CPU devices
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
-)
+from utils.jax import multihost_env
+
+multihost_env.prepare(devices=1)  # rehearsal: one CPU device per process (overrides JAX_PLATFORMS)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from utils import launcher  # noqa: E402
 
 
 def main(argv=None):
@@ -35,14 +31,8 @@ def main(argv=None):
     parser.add_argument("--init-timeout", type=int, default=60)
     args = parser.parse_args(argv)
 
-    coordinator, n, rank = launcher.rank_from_env()
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=coordinator,
-        num_processes=n,
-        process_id=rank,
-        initialization_timeout=args.init_timeout,
-    )
+    multihost_env.initialize(timeout_s=args.init_timeout)
+    n, rank = jax.process_count(), jax.process_index()
     mesh = Mesh(np.array(jax.devices()), ("p",))
     sharded = NamedSharding(mesh, P("p"))
 

@@ -13,18 +13,16 @@ import argparse
 import os
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the rehearsal runs on CPU devices
+from utils.jax import multihost_env
+
+multihost_env.prepare()  # rehearsal: CPU devices (overrides JAX_PLATFORMS); no-op on a slice
 os.environ["KERAS_BACKEND"] = "jax"
-DEVICES = int(os.environ.get("SIMULATED_DEVICES", "4"))
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
-)
 
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from utils import data, launcher  # noqa: E402
+from utils import data  # noqa: E402
 
 
 def main(argv=None):
@@ -35,12 +33,15 @@ def main(argv=None):
     parser.add_argument("--train-images", type=int, default=512)
     args = parser.parse_args(argv)
 
-    coordinator, num_processes, rank = launcher.rank_from_env()
-    if num_processes > 1:
+    if multihost_env.is_rehearsal():  # the launcher's variables; on a slice: initialize()
+        job = multihost_env.launcher_args()
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         keras.distribution.initialize(
-            job_addresses=coordinator, num_processes=num_processes, process_id=rank
+            job["coordinator_address"], job["num_processes"], job["process_id"]
         )
+    else:
+        keras.distribution.initialize()
+    num_processes, rank = jax.process_count(), jax.process_index()
     distribution = keras.distribution.DataParallel(
         devices=keras.distribution.list_devices(), auto_shard_dataset=False
     )

@@ -1,78 +1,81 @@
-"""One "host" of a data-parallel JAX job. Every host runs this same file; only its rank differs.
+"""One host of a data-parallel JAX job: the same file runs on every host of a TPU slice.
 
-    python -m utils.jax.multihost_worker --steps 12 --out DIR [--ckpt-dir D] [--die-at-step K]
+    python -m utils.jax.multihost_worker --data DIR --ckpt-dir DIR --out DIR [--steps 12]
 
-The rank, the process count and the coordinator come from the environment that
-``utils.launcher.launch`` sets (``COURSE_PROCESS_ID``, ``COURSE_NUM_PROCESSES``,
-``COURSE_COORDINATOR``); on a TPU pod slice ``jax.distributed.initialize()`` with no arguments
-reads them from the TPU runtime instead. ``SIMULATED_DEVICES`` CPU devices per process.
+On a slice, ``jax.distributed.initialize()`` takes the coordinator, the process count and this
+process's id from the TPU runtime, so the command is the same on every worker. In the course's
+rehearsal, ``utils.launcher`` starts the processes on 127.0.0.1 instead and ``multihost_env``
+translates its variables (and runs JAX on simulated CPU devices). Each process reads only its own
+shard files (``utils.jax.multihost_input``); checkpoints are Orbax's, asynchronous, written by all
+processes into one directory that every host must see (a GCS bucket on a slice); a SIGTERM
+(a Spot/preemptible VM's notice) makes every process save at the same step and exit cleanly.
 """
 
 import argparse
 import os
 import signal
 import time
-from pathlib import Path
 
-# The rehearsal runs on CPU devices: delete these lines on a real TPU host.
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-DEVICES = int(os.environ.get("SIMULATED_DEVICES", "4"))  # before JAX starts: it fixes the count
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={DEVICES}"
-)
+from utils.jax import multihost_env
+
+multihost_env.prepare()  # rehearsal only: CPU devices (overrides JAX_PLATFORMS); no-op on a slice
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+import orbax.checkpoint as ocp  # noqa: E402
+from etils import epath  # noqa: E402  (local paths, and gs:// where gcsfs is installed)
+from jax.experimental import multihost_utils  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from utils import data, launcher  # noqa: E402
+from utils.jax.multihost_input import my_files  # noqa: E402
 
 parser = argparse.ArgumentParser()
+parser.add_argument("--data", required=True)  # folder of shard files (local or gs://)
+parser.add_argument("--ckpt-dir", required=True)  # shared by all hosts (gs:// on a slice)
+parser.add_argument("--out", required=True)  # per-process results (losses, weights)
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--global-batch", type=int, default=64)
-parser.add_argument("--train-images", type=int, default=512)
-parser.add_argument("--out", type=Path, required=True)
-parser.add_argument("--ckpt-dir", type=Path)
 parser.add_argument("--ckpt-every", type=int, default=4)
-parser.add_argument("--die-at-step", type=int, default=-1)  # fault drill: the last rank dies
-parser.add_argument("--init-timeout", type=int, default=120)  # seconds to wait for all peers
+parser.add_argument("--init-timeout", type=int, default=300)  # seconds to wait for all peers
+parser.add_argument("--die-at-step", type=int, default=-1)  # drill: the last process is killed
+parser.add_argument("--preempt-at-step", type=int, default=-1)  # drill: it gets a SIGTERM
 
 
 def main(args):
-    # 1. Join the job: every process calls this with the same coordinator and count.
-    coordinator, num_processes, rank = launcher.rank_from_env()
-    if num_processes > 1:
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU cross-process
-        jax.distributed.initialize(
-            coordinator_address=coordinator,
-            num_processes=num_processes,
-            process_id=rank,
-            initialization_timeout=args.init_timeout,
-        )
-    assert jax.process_count() == num_processes and jax.process_index() == rank
+    # 1. Join the job: the same call on every host.
+    multihost_env.initialize(timeout_s=args.init_timeout)
+    rank, n = jax.process_index(), jax.process_count()
 
     # 2. One mesh over the GLOBAL devices (all hosts); batches split over its "data" axis.
     mesh = Mesh(np.array(jax.devices()), ("data",))
     replicated, sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
 
-    # 3. Per-host input: each process loads only ITS rows of every global batch.
-    images, labels = data.make_standin(args.train_images, seed=0)
-    x_all = data.to_float(images).reshape(len(images), -1)
-    per_process = args.global_batch // num_processes
-    mine = slice(rank * per_process, (rank + 1) * per_process)
+    # 3. Per-host input: this process opens only its own shard files.
+    data = epath.Path(args.data)
+    files = my_files([p.name for p in data.iterdir()], rank, n)
+    shards = []
+    for name in files:
+        with (data / name).open("rb") as f, np.load(f) as z:
+            shards.append({k: z[k] for k in ("ids", "images", "labels")})
+    slot = args.global_batch // (n * len(files))  # rows per file in each global batch
+    steps_per_epoch = len(shards[0]["ids"]) // slot
 
-    def local_batch(step):
-        rows = (step * args.global_batch + np.arange(args.global_batch)) % len(x_all)
-        return x_all[rows[mine]], labels[rows[mine]].astype(np.int32)
+    def local_batch(step):  # this process's rows of global batch `step`
+        rows = slice((step % steps_per_epoch) * slot, (step % steps_per_epoch + 1) * slot)
+        x = np.concatenate([s["images"][rows] for s in shards])
+        y = np.concatenate([s["labels"][rows] for s in shards])
+        ids = np.concatenate([s["ids"][rows] for s in shards])
+        return (x.reshape(len(x), -1).astype(np.float32) / 255, y.astype(np.int32)), ids
 
     # 4. Model, optimizer, train step: the same code as on one host.
     def init(key):
         k1, k2 = jax.random.split(key)
+        d = int(np.prod(shards[0]["images"].shape[1:]))
         return {
-            "w1": jax.random.normal(k1, (x_all.shape[1], 64)) * 0.02,
+            "w1": jax.random.normal(k1, (d, 64)) * 0.02,
             "b1": jnp.zeros(64),
             "w2": jax.random.normal(k2, (64, 10)) * 0.1,
             "b2": jnp.zeros(10),
@@ -86,60 +89,79 @@ def main(args):
     opt = optax.sgd(0.05, momentum=0.9)
 
     @jax.jit
-    def train_step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)  # XLA adds the all-reduce
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+    def train_step(state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"], x, y)  # XLA adds the all-reduce
+        updates, opt_state = opt.update(grads, state["opt"], state["params"])
+        return {"params": optax.apply_updates(state["params"], updates), "opt": opt_state}, loss
 
-    params = jax.jit(init, out_shardings=replicated)(jax.random.key(0))
-    opt_state = jax.jit(opt.init, out_shardings=replicated)(params)
+    def fresh_state(key):
+        params = init(key)
+        return {"params": params, "opt": opt.init(params)}
 
-    def host(a):  # a replicated global array -> this process's numpy copy
-        return np.asarray(a.addressable_data(0))
+    state = jax.jit(fresh_state, out_shardings=replicated)(jax.random.key(0))
 
-    # 5. Resume from the newest complete checkpoint, if any.
-    start = 0
-    found = launcher.latest_checkpoint(args.ckpt_dir) if args.ckpt_dir else None
-    if found:
-        start, saved = found
-        leaves, tree = jax.tree.flatten((params, opt_state))
-        leaves = [
-            jax.make_array_from_callback(v.shape, replicated, lambda i, v=v: v[i])
-            for v in (saved[f"leaf{k}"] for k in range(len(leaves)))
-        ]
-        params, opt_state = jax.tree.unflatten(tree, leaves)
+    # 5. Orbax: every process takes part in every save; restore lands in the sharded layout.
+    ckpt_dir = args.ckpt_dir if "://" in args.ckpt_dir else os.path.abspath(args.ckpt_dir)
+    policies = ocp.checkpoint_managers  # save every `ckpt_every` steps, and on a preemption notice
+    when = policies.AnySavePolicy(
+        [policies.FixedIntervalPolicy(args.ckpt_every), policies.PreemptionCheckpointingPolicy()]
+    )
+    options = ocp.CheckpointManagerOptions(save_decision_policy=when, max_to_keep=2)
+    manager = ocp.CheckpointManager(ckpt_dir, options=options)  # async saves by default
+    start = manager.latest_step() or 0
+    if start:
+        like = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)  # noqa: E731
+        state = manager.restore(start, args=ocp.args.StandardRestore(jax.tree.map(like, state)))
+    multihost_utils.sync_global_devices("restored")  # a barrier: every host is at `start`
     print(
-        f"process {rank}/{num_processes}: {jax.local_device_count()} local of "
-        f"{jax.device_count()} devices, rows {mine.start}:{mine.stop} of each batch, "
-        f"starting at step {start}",
+        f"process {rank}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
+        f"files {', '.join(files)}, starting at step {start}",
         flush=True,
     )
 
-    losses, step_s = [], []
+    losses, step_s, read_ids, preempted = [], [], [], False
     for step in range(start, args.steps):
-        if step == args.die_at_step and rank == num_processes - 1:
-            os.kill(os.getpid(), signal.SIGKILL)  # a host lost mid-training
+        if rank == n - 1 and step == args.die_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)  # drill: a host lost, no warning
+        if rank == n - 1 and step == args.preempt_at_step:
+            os.kill(os.getpid(), signal.SIGTERM)  # drill: the notice a preempted VM gets
         t = time.perf_counter()
-        x, y = (jax.make_array_from_process_local_data(sharded, a) for a in local_batch(step))
-        params, opt_state, loss = train_step(params, opt_state, x, y)
-        losses.append(float(host(loss)))
+        (x, y), ids = local_batch(step)
+        batch = [jax.make_array_from_process_local_data(sharded, a) for a in (x, y)]
+        state, loss = train_step(state, *batch)
+        losses.append(float(loss.addressable_data(0)))
         step_s.append(time.perf_counter() - t)
+        read_ids.append(ids)
         print(f"step {step} loss {losses[-1]:.6f}", flush=True)
-        if args.ckpt_dir and rank == 0 and (step + 1) % args.ckpt_every == 0:
-            leaves = jax.tree.leaves((params, opt_state))
-            launcher.save_checkpoint(
-                args.ckpt_dir, step + 1, {f"leaf{k}": host(v) for k, v in enumerate(leaves)}
-            )
+        # Saves every `ckpt_every` steps, and at the step all hosts agree on after a SIGTERM.
+        manager.save(step + 1, args=ocp.args.StandardSave(state))
+        if manager.reached_preemption(step + 1):
+            preempted = True
+            print(f"preemption notice: checkpoint at step {step + 1}, exiting", flush=True)
+            break
+    manager.wait_until_finished()  # the last async save is on disk before we exit
+    manager.close()
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    np.savez(
-        args.out / f"process-{rank}.npz",
-        losses=np.array(losses),
-        step_s=np.array(step_s),
-        weights=np.concatenate([host(v).ravel() for v in jax.tree.leaves(params)]),
-    )
-    if num_processes > 1:
-        jax.distributed.shutdown()
+    # 6. A metric gathered from every host: the slowest host's step time (stragglers show here).
+    mine = np.array([np.median(step_s) if step_s else 0.0, len(step_s)])
+    every = multihost_utils.process_allgather(mine)  # shape (processes, 2), the same on all
+    print(f"median step per process (ms): {np.round(every[:, 0] * 1e3, 1).tolist()}", flush=True)
+
+    params_leaves = jax.tree.leaves(state["params"])
+    out = epath.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / f"process-{rank}.npz").open("wb") as f:
+        np.savez(
+            f,
+            losses=np.array(losses),
+            step_s=np.array(step_s),
+            ids=np.array(read_ids, dtype=np.int64).reshape(len(read_ids), slot * len(files)),
+            first_step=start,
+            preempted=preempted,
+            weights=np.concatenate([np.ravel(v.addressable_data(0)) for v in params_leaves]),
+        )
+    multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
+    jax.distributed.shutdown()
 
 
 if __name__ == "__main__":

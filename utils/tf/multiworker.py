@@ -16,6 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # the rehearsal runs on CPU
+os.environ["KERAS_BACKEND"] = "tensorflow"  # explicit: a preset "jax" would break the strategy
 
 from utils import data, tf_cluster  # noqa: E402
 
