@@ -6,6 +6,8 @@ first import.
   ``init_params``, ``apply``, ``loss_fn`` and ``make_train_step`` (``jax.value_and_grad`` + optax).
 - ``compiles``: count compilations with JAX's ``jax_log_compiles`` log records and a jitted
   function's cache size.
+- ``peak``: the jitted matmul that MFU divides by (timed by ``utils.mfu.measured_peak``).
+- ``grain_pipeline``: notebook 07's tuned input pipeline in Grain (``import grain`` imports JAX).
 - ``multihost_*``: the multi-host workers of notebook 08 (``multihost_allreduce``,
   ``multihost_keras``, ``multihost_worker``), how they join a job on a slice or in the rehearsal
   (``multihost_env``: imports JAX only when joining) and their per-host shard files
