@@ -224,3 +224,24 @@ def test_stray_colab_tpu_addr_on_a_laptop_never_installs(no_pip, value):
 def test_empty_colab_release_tag_is_not_colab(no_pip):
     with pytest.raises(ModuleNotFoundError, match="make setup"):
         bootstrap.prepare(["no_such_module_for_the_course"], env={"COLAB_RELEASE_TAG": ""})
+
+
+def test_tf_tpu_gate_skips_only_on_a_tpu_whose_tensorflow_cannot_use_it(capsys):
+    tpu = SimpleNamespace(mode="vm", generation="v5e")
+    colab = SimpleNamespace(accelerator="tpu", platform="colab", tpu=tpu)
+    cloud = SimpleNamespace(accelerator="tpu", platform="local", tpu=tpu)
+    laptop = fake_runtime()
+    # Off a TPU the CPU stand-in runs: no skip, nothing printed.
+    assert not bootstrap.skip_unless_tf_tpu(laptop, "the fit", versions={"tensorflow": "2.21.0"})
+    assert capsys.readouterr().out == ""
+    # Colab (no TensorFlow) and Kaggle (tensorflow-cpu): skipped with one line naming the cell.
+    for versions in ({}, {"tensorflow-cpu": "2.20.0"}):
+        assert bootstrap.skip_unless_tf_tpu(colab, "the TPUStrategy fit", versions=versions)
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and "the TPUStrategy fit" in out and "notebook 02" in out
+    # A Cloud TPU VM with TensorFlow's TPU build: runs.
+    assert not bootstrap.skip_unless_tf_tpu(
+        cloud, "the fit", versions={"tensorflow-tpu": "2.20.0", "libtpu": "0.0.17"}
+    )
+    assert bootstrap.tf_on_tpu(cloud, {"tensorflow-tpu": "2.20.0"})
+    assert not bootstrap.tf_on_tpu(laptop, {"tensorflow": "2.21.0"})

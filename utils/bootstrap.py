@@ -353,6 +353,36 @@ def prepare(
     return rt
 
 
+def tf_on_tpu(rt: runtime.Runtime, versions: Mapping[str, str | None] | None = None) -> bool:
+    """Whether TensorFlow can drive this runtime's TPU (a TPU with ``tensorflow-tpu``)."""
+    if rt.accelerator != "tpu":
+        return False
+    status = {s.stack: s for s in stack_status(rt, versions)}["TF TPUStrategy"]
+    return status.verdict == "works as shipped"
+
+
+def skip_unless_tf_tpu(
+    rt: runtime.Runtime, what: str, versions: Mapping[str, str | None] | None = None
+) -> bool:
+    """One-line gate for a cell that needs TensorFlow on the TPU: True (and a printed line) to skip.
+
+    Off a TPU it returns False: the CPU stand-in runs (``MirroredStrategy`` over virtual CPUs).
+    On a TPU whose TensorFlow cannot use it (Colab: none; Kaggle: ``tensorflow-cpu``) it prints
+    what the cell would show and how to get it, and returns True::
+
+        if not bootstrap.skip_unless_tf_tpu(rt, "training with TPUStrategy"):
+            ...
+    """
+    if rt.accelerator != "tpu" or tf_on_tpu(rt, versions):
+        return False
+    print(
+        f"Skipped on this runtime: {what} needs TensorFlow with TPU support, which this image "
+        "does not ship. Keras 3 + JAX runs here as shipped (notebook 02); for TensorFlow use a "
+        "Cloud TPU VM with a TensorFlow image, or opt in with INSTALL_TENSORFLOW_TPU = True."
+    )
+    return True
+
+
 @dataclass(frozen=True)
 class Range:
     """Allowed numbers for a parameter: ``Range(min=1)``, ``Range(0, 1)``; ends are inclusive."""

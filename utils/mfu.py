@@ -10,16 +10,33 @@ every notebook that trains:
 - :data:`PUBLISHED_PEAK_TFLOPS`: per-chip dense bf16 peaks from Google's Cloud TPU pages.
 - :func:`peak_flops`: the peak to divide by: a TPU's published figure x chips, or on a CPU the
   matmul rate measured *in the same run* at the same dtype (pass it in).
-- :func:`mfu`: the ratio, checked.
+- :func:`measured_peak`: the one way the course measures a peak: FLOP/s of a square matmul that
+  the caller builds with the framework, dtype and compile path the training uses (e.g.
+  ``utils.jax.peak.matmul``), timed after a warm-up call, best of a few calls. Measure it inside
+  every round of a comparison (:func:`utils.compare.compare` takes it as ``peaks=``), not once.
+- :func:`mfu`: the ratio, checked: above 1 raises :class:`MeasurementError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from utils.flops import LayerCost
 
-__all__ = ["PUBLISHED_PEAK_TFLOPS", "mfu", "peak_flops", "training_flops"]
+__all__ = [
+    "PUBLISHED_PEAK_TFLOPS",
+    "MeasurementError",
+    "measured_peak",
+    "mfu",
+    "peak_flops",
+    "training_flops",
+]
+
+
+class MeasurementError(ValueError):
+    """A measurement that cannot be right (an MFU above 100 %): fix the measurement."""
+
 
 PUBLISHED_PEAK_TFLOPS: dict[str, float] = {
     "v2": 45.0,
@@ -84,10 +101,51 @@ def mfu(flops_per_step: float, step_time_s: float, peak: float) -> float:
 
     Raises:
         ValueError: a step time or peak that is not positive, or negative FLOPs.
+        MeasurementError: a result above 1 (the peak is not a ceiling for this work).
     """
     if not step_time_s > 0 or not peak > 0 or flops_per_step < 0:
         raise ValueError(
             f"need flops_per_step >= 0, step_time_s > 0, peak > 0; got {flops_per_step!r}, "
             f"{step_time_s!r}, {peak!r}"
         )
-    return flops_per_step / step_time_s / peak
+    value = flops_per_step / step_time_s / peak
+    if value > 1.0:
+        raise MeasurementError(
+            f"MFU {value:.0%}: {flops_per_step / step_time_s / 1e9:,.1f} GFLOP/s achieved "
+            f"against a peak of {peak / 1e9:,.1f} GFLOP/s. A peak that training beats is not a "
+            "ceiling: measure it at the training's dtype, through the same framework and compile "
+            "path, "
+            "at the same moment (utils.compare.compare(peaks=...))."
+        )
+    return value
+
+
+def measured_peak(
+    matmul: Callable[[], object],
+    n: int,
+    *,
+    sync: Callable[[], object] | None = None,
+    repeats: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """FLOP/s of ``matmul()``, one ``(n, n) @ (n, n)`` product (``2 n^3`` FLOPs), measured now.
+
+    One untimed call (compilation), then ``repeats`` timed calls; the fastest counts, because a
+    peak is what the hardware can do and other work on the machine only ever slows a call down.
+    ``sync`` waits for an asynchronous device inside the timed region.
+    """
+    if n < 1 or repeats < 1:
+        raise ValueError(f"need n >= 1 and repeats >= 1, got n={n}, repeats={repeats}")
+    matmul()
+    if sync is not None:
+        sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = clock()
+        matmul()
+        if sync is not None:
+            sync()
+        best = min(best, clock() - start)
+    if not best > 0:
+        raise MeasurementError(f"a {n}x{n} matmul took {best!r} s: the clock or sync is wrong")
+    return 2.0 * n**3 / best

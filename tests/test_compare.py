@@ -1,0 +1,177 @@
+"""The comparison harness, driven by a fake clock: interleaving, warm-up, verdicts, MFU."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from utils import compare, mfu
+from utils.compare import NO_DIFFERENCE, Variant, median_interval
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def variant(clock: FakeClock, name: str, seconds, log=None, **kw) -> Variant:
+    """A variant whose n-th call advances the fake clock by ``seconds(n)``."""
+    calls = [0]
+
+    def run() -> None:
+        if log is not None:
+            log.append(name)
+        clock.now += seconds(calls[0])
+        calls[0] += 1
+
+    return Variant(name, run, **kw)
+
+
+def noisy(base: float, noise: float, seed: int):
+    rng = random.Random(seed)
+    return lambda _n: base * (1.0 + rng.uniform(-noise, noise))
+
+
+def test_rounds_are_interleaved_and_rotated():
+    clock, log = FakeClock(), []
+    vs = [variant(clock, n, lambda _: 1.0, log) for n in "abc"]
+    result = compare.compare(vs, rounds=3, warmup=0, clock=clock)
+    assert result.orders == (("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b"))
+    assert log == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    # Each variant runs first exactly once in three rounds.
+    assert sorted(order[0] for order in result.orders) == ["a", "b", "c"]
+
+
+def test_warm_up_is_excluded_from_the_timed_rounds():
+    clock = FakeClock()
+    slow_first = variant(clock, "compiles", lambda n: 100.0 if n == 0 else 1.0)
+    other = variant(clock, "other", lambda _n: 1.0)
+    result = compare.compare([slow_first, other], rounds=4, warmup=1, clock=clock)
+    assert result.seconds["compiles"] == (1.0, 1.0, 1.0, 1.0)
+    no_warmup = compare.compare(
+        [variant(clock, "compiles", lambda n: 100.0 if n == 0 else 1.0), other],
+        rounds=4,
+        warmup=0,
+        clock=clock,
+    )
+    assert 100.0 in no_warmup.seconds["compiles"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_3_percent_difference_under_10_percent_noise_is_no_difference(seed):
+    clock = FakeClock()
+    a = variant(clock, "a", noisy(1.00, 0.10, seed))
+    b = variant(clock, "b", noisy(1.03, 0.10, seed + 1000))
+    verdict = compare.compare([a, b], rounds=5, clock=clock).verdict("a", "b")
+    assert verdict.state == NO_DIFFERENCE, verdict.sentence()
+    assert "no difference this machine can resolve" in verdict.sentence()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_30_percent_difference_under_2_percent_noise_gets_the_direction(seed):
+    clock = FakeClock()
+    fast = variant(clock, "fast", noisy(1.00, 0.02, seed))
+    slow = variant(clock, "slow", noisy(1.30, 0.02, seed + 1000))
+    result = compare.compare([fast, slow], rounds=5, clock=clock)
+    assert result.verdict("fast", "slow").state == "faster"
+    assert result.verdict("slow", "fast").state == "slower"
+    assert 1.2 < result.verdict("fast", "slow").ratio < 1.4
+
+
+def test_interleaving_cancels_a_machine_that_slows_down_during_the_run():
+    """Same work, machine 2x slower by the end: back-to-back rounds would call one faster."""
+    clock = FakeClock()
+    speed = [1.0]
+
+    def drifting(_n: int) -> float:
+        speed[0] *= 1.04  # every call runs 4 % slower than the one before
+        return speed[0]
+
+    a, b = variant(clock, "a", drifting), variant(clock, "b", drifting)
+    result = compare.compare([a, b], rounds=9, warmup=0, clock=clock)
+    assert result.verdict("a", "b").state == NO_DIFFERENCE
+    # Run one after the other instead (all of a, then all of b): b looks clearly slower.
+    speed[0] = 1.0
+    seq_a = [drifting(0) for _ in range(9)]
+    seq_b = [drifting(0) for _ in range(9)]
+    assert min(y / x for x, y in zip(seq_a, seq_b, strict=True)) > 1.3
+
+
+def test_median_interval_uses_order_statistics_with_stated_coverage():
+    low, high, coverage = median_interval([5, 1, 4, 2, 3], 0.9)
+    assert (low, high) == (1, 5) and coverage == pytest.approx(1 - 2 / 32)
+    low, high, coverage = median_interval(list(range(10)), 0.9)
+    assert (low, high) == (1, 8)  # drop one at each end: coverage 97.9 % >= 90 %
+    assert coverage == pytest.approx(1 - 2 * 11 / 1024)
+    assert median_interval([1.0, 2.0], 0.9)[:2] == (1.0, 2.0)
+    with pytest.raises(ValueError):
+        median_interval([], 0.9)
+
+
+def test_mfu_per_round_uses_that_rounds_peak_and_the_median():
+    clock = FakeClock()
+    peaks = iter([100.0, 200.0, 100.0])
+    a = variant(clock, "a", lambda _n: 1.0, flops=50.0, peak="float32")
+    b = variant(clock, "b", lambda _n: 2.0)
+    result = compare.compare(
+        [a, b], rounds=3, warmup=0, peaks={"float32": lambda: next(peaks)}, clock=clock
+    )
+    assert result.mfu_per_round("a") == (0.5, 0.25, 0.5)
+    assert result.mfu("a") == 0.5
+    assert result.peak("float32") == 100.0
+    with pytest.raises(ValueError, match="no flops/peak"):
+        result.mfu("b")
+
+
+def test_mfu_above_100_percent_raises():
+    clock = FakeClock()
+    a = variant(clock, "a", lambda _n: 1.0, flops=150.0, peak="float32")
+    b = variant(clock, "b", lambda _n: 1.0)
+    with pytest.raises(mfu.MeasurementError, match="MFU 150%"):
+        compare.compare([a, b], rounds=2, peaks={"float32": lambda: 100.0}, clock=clock)
+    with pytest.raises(mfu.MeasurementError):
+        mfu.mfu(2.0, 1.0, 1.0)
+
+
+def test_bad_input_is_refused_clearly():
+    clock = FakeClock()
+    a = variant(clock, "a", lambda _n: 1.0)
+    with pytest.raises(ValueError, match="two variants"):
+        compare.compare([a], clock=clock)
+    with pytest.raises(ValueError, match="distinct"):
+        compare.compare([a, a], clock=clock)
+    with pytest.raises(ValueError, match="rounds"):
+        compare.compare([a, variant(clock, "b", lambda _n: 1.0)], rounds=1, clock=clock)
+    needs_peak = variant(clock, "c", lambda _n: 1.0, flops=1.0, peak="bfloat16")
+    with pytest.raises(ValueError, match="bfloat16"):
+        compare.compare([a, needs_peak], clock=clock)
+    stuck = variant(clock, "stuck", lambda _n: 0.0)
+    with pytest.raises(mfu.MeasurementError, match="not positive"):
+        compare.compare([a, stuck], warmup=0, clock=clock)
+
+
+def test_table_and_metrics_carry_rates_and_verdicts():
+    clock = FakeClock()
+    a = variant(clock, "seed way", lambda _n: 2.0, work=100)
+    b = variant(clock, "course way", lambda _n: 1.0, work=100)
+    result = compare.compare([a, b], rounds=5, clock=clock)
+    assert result.rate("course way") == 100.0
+    table = result.table(baseline="seed way")
+    assert "course way" in table and "2.00x" in table
+    metrics = result.metrics([("course way", "seed way")])
+    assert metrics["verdict_course_way_vs_seed_way"] == "faster"
+    assert metrics["ratio_course_way_vs_seed_way"] == 2.0
+
+
+def test_measured_peak_times_after_a_warm_up_and_keeps_the_fastest_call():
+    clock = FakeClock()
+    durations = iter([50.0, 4.0, 2.0, 3.0])  # warm-up (compile), then three timed calls
+
+    def matmul() -> None:
+        clock.now += next(durations)
+
+    assert mfu.measured_peak(matmul, 10, repeats=3, clock=clock) == 2 * 10**3 / 2.0
