@@ -138,3 +138,54 @@ def test_trace_summary_reads_torch_xla_traces(tmp_path: Path) -> None:
     summary = ts.summarize(tmp_path, top=5)
     assert summary["events"] == 3 and summary["file"] == "host.trace.json.gz"
     assert summary["top"] == [("train_step", 2, 4.0), ("Compile", 1, 2.5)]
+
+
+TPU_EVENTS = [
+    {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+    {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},
+    {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    {"ph": "M", "pid": 9, "name": "process_name", "args": {"name": "/host:CPU"}},
+    {"ph": "M", "pid": 9, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    {"ph": "X", "pid": 7, "tid": 1, "ts": 100.0, "dur": 50.0, "name": "jit_train_step(3)"},
+    {"ph": "X", "pid": 7, "tid": 1, "ts": 200.0, "dur": 50.0, "name": "jit_eval(4)"},
+    {
+        "ph": "X",
+        "pid": 7,
+        "tid": 2,
+        "ts": 110.0,
+        "dur": 30.0,
+        "name": "fusion.3",
+        "args": {"long_name": "fusion.3 = f32[8] fusion(...)"},
+    },  # fmt: skip
+    {"ph": "X", "pid": 7, "tid": 2, "ts": 120.0, "dur": 10.0, "name": "convolution.1"},
+    {"ph": "X", "pid": 7, "tid": 2, "ts": 210.0, "dur": 40.0, "name": "fusion.9"},
+    {"ph": "X", "pid": 9, "tid": 2, "ts": 110.0, "dur": 99.0, "name": "host_thing"},  # not a TPU
+]
+
+
+def test_tpu_ops_are_read_from_xprof_lines() -> None:
+    ops = ts.device_op_events(TPU_EVENTS)
+    assert {e["args"]["hlo_op"] for e in ops} == {"fusion.3", "convolution.1", "fusion.9"}
+    stats = ts.top_ops(ops, module="train_step", top=None)
+    assert [(s.name, s.calls, s.total_us) for s in stats] == [
+        ("fusion.3", 1, 30.0),
+        ("convolution.1", 1, 10.0),
+    ]
+    assert ops[0]["args"]["long_name"].startswith("fusion.3")  # the TPU's own args are kept
+
+
+def test_cpu_events_pass_through_and_nothing_matched_is_empty() -> None:
+    assert ts.device_op_events(EVENTS) == [e for e in EVENTS[2:7]]
+    unknown = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0, "name": "kernel"},
+    ]
+    assert ts.device_op_events(unknown) == []
+    assert ts.top_ops(ts.device_op_events(unknown), module="train_step") == []
+
+
+def test_profiler_noise_matches_the_jax_0_7_line_only() -> None:
+    line = "E1201 03:14:02.965852 24424 python_hooks.cc:416] "
+    line += "Can't import tensorflow.python.profiler.trace"
+    assert any(p.search(line) for p in ts.PROFILER_NOISE)
+    assert not any(p.search("Can't import tensorflow.python.ops") for p in ts.PROFILER_NOISE)

@@ -14,6 +14,10 @@ program (``hlo_module``). XProf/Perfetto would draw them; here we add them up.
 - :func:`format_table`: a plain-text table.
 - :func:`summarize`: the newest trace in brief (file, event count, top event names); notebook 06
   reads torch_xla's traces with it.
+- :func:`device_op_events`: a TPU trace's per-op events (named by XProf's line names, see
+  :data:`TPU_LINES`) in the CPU form above, so :func:`top_ops` reads both; nothing when neither
+  form is there (then print no finding).
+- :data:`PROFILER_NOISE`: stderr lines of the profiler that say nothing about the program.
 """
 
 from __future__ import annotations
@@ -37,9 +41,23 @@ __all__ = [
     "short_shape",
     "summarize",
     "top_ops",
+    "device_op_events",
+    "TPU_LINES",
+    "PROFILER_NOISE",
 ]
 
 TRACE_PATTERNS = ("perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json")
+
+TPU_LINES = {
+    "device": "/device:TPU:",  # process name prefix of each TPU core's plane
+    "ops": "XLA Ops",  # thread name: one event per HLO op run, named by the op ("fusion.12")
+    "modules": "XLA Modules",  # thread name: one event per program run ("jit_train_step(7)")
+}
+"""Where a TPU trace puts its ops: XProf's plane and line names (``xplane_schema.cc``:
+``kXlaOpLineName``, ``kXlaModuleLineName``). A CPU trace instead names the op in ``args``."""
+
+PROFILER_NOISE = (re.compile(r"Can't import tensorflow\.python\.profiler\.trace"),)
+"""jax 0.7.x's profiler logs this (twice) on an image without TensorFlow; nothing is missing."""
 
 
 @dataclass(frozen=True)
@@ -205,3 +223,50 @@ def format_table(
             line += f"  {short_shape(info.shape)} {source}"[: width + 2]
         lines.append(line)
     return "\n".join(lines)
+
+
+def device_op_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The per-op events of ``events`` with ``args["hlo_op"]`` and ``args["hlo_module"]`` set.
+
+    A CPU trace already has them (returned as they are). A TPU trace has them on the
+    :data:`TPU_LINES` lines instead: each op event on an "XLA Ops" thread of a TPU process gets
+    its own name as ``hlo_op`` and the name of the "XLA Modules" event that contains it, on the
+    same process, as ``hlo_module``. An empty list means nothing matched either form: a summary
+    of it is no finding.
+    """
+    events = list(events)
+    cpu = [e for e in events if e.get("ph") == "X" and "hlo_op" in (e.get("args") or {})]
+    if cpu:
+        return cpu
+    processes, threads = {}, {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            processes[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
+    tpu = {pid for pid, name in processes.items() if name.startswith(TPU_LINES["device"])}
+    ops, modules = [], {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in tpu:
+            continue
+        line = threads.get((e.get("pid"), e.get("tid")), "")
+        if line == TPU_LINES["ops"]:
+            ops.append(e)
+        elif line == TPU_LINES["modules"]:
+            modules.setdefault(e.get("pid"), []).append(e)
+    out = []
+    for e in ops:
+        start = float(e.get("ts", 0.0))
+        module = next(
+            (
+                str(m.get("name", ""))
+                for m in modules.get(e.get("pid"), [])
+                if float(m.get("ts", 0.0))
+                <= start
+                <= float(m.get("ts", 0.0)) + float(m.get("dur", 0.0))
+            ),
+            "",
+        )
+        args = {**(e.get("args") or {}), "hlo_op": str(e.get("name", "")), "hlo_module": module}
+        out.append({**e, "args": args})
+    return out

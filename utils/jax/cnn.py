@@ -6,7 +6,9 @@ No Flax, no Keras: parameters are a dict of arrays (a *pytree*), the model is a 
 The layers are those of ``utils.keras.models.seed_cnn`` and ``utils.flops.seed_cnn_costs``:
 Conv(32, 3x3, ReLU) -> MaxPool(2) -> Conv(64, 3x3, ReLU) -> MaxPool(2) -> Conv(64, 3x3, ReLU)
 -> Flatten -> Dense(64, ReLU) -> Dense(10), NHWC input 32x32x3, 'valid' padding as Keras'.
-Notebook 03 prints this file's functions with ``inspect.getsource``: what it shows is what runs.
+Notebook 03 defines these functions in a runnable cell; ``tests/jax/test_jax_cnn.py`` keeps that
+cell and this file identical. :func:`gradient_reduction_sizes` and :func:`sum_tolerance` give the
+tolerance of a 1-vs-N devices comparison (notebooks 02 and 03).
 """
 
 from __future__ import annotations
@@ -16,9 +18,20 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-__all__ = ["CONV_FILTERS", "DENSE_UNITS", "apply", "init_params", "loss_fn", "make_train_step"]
+__all__ = [
+    "CONV_FILTERS",
+    "DENSE_UNITS",
+    "apply",
+    "gradient_reduction_sizes",
+    "init_params",
+    "loss_fn",
+    "make_train_step",
+    "matmul_input_dtype",
+    "sum_tolerance",
+]
 
 Params = dict[str, dict[str, jax.Array]]
 CONV_FILTERS = (32, 64, 64)
@@ -89,3 +102,42 @@ def make_train_step(optimizer: optax.GradientTransformation) -> Callable[..., An
         return params, opt_state, loss
 
     return train_step
+
+
+def gradient_reduction_sizes(batch: int) -> dict[str, int]:
+    """How many products each layer's weight gradient sums: batch x output positions per image.
+
+    A convolution's kernel gradient adds one term per image and per output pixel (30x30, 13x13,
+    4x4 for the three convolutions), a dense layer's one per image.
+    """
+    return {
+        "conv1": batch * 30 * 30,
+        "conv2": batch * 13 * 13,
+        "conv3": batch * 4 * 4,
+        "dense1": batch,
+        "dense2": batch,
+    }
+
+
+def sum_tolerance(n: int, dtype: str, scale: float, k: float = 4.0) -> float:
+    """How far two sums of ``n`` terms in another order may drift: ``k * sqrt(n) * eps * scale``.
+
+    Rounding errors of a sum grow like ``sqrt(n) * eps`` (the probabilistic bound, Higham,
+    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., sec. 4.2 and 3.6; the worst case
+    is ``n * eps``), relative to the size of the terms (``scale``: the largest |gradient| of the
+    layer). ``eps`` is that of the dtype the products are rounded to: float32 on a CPU or GPU,
+    bfloat16 for float32 matmuls at a TPU's default precision. ``k = 4`` covers the spread.
+    """
+    return float(k * np.sqrt(n) * jnp.finfo(dtype).eps * scale)
+
+
+def matmul_input_dtype(backend: str, precision: str | None = None) -> str:
+    """The dtype a float32 matmul/convolution rounds its inputs to on ``backend``.
+
+    A TPU at the default precision (``jax_default_matmul_precision`` unset, "default" or
+    "bfloat16") multiplies float32 operands in one bfloat16 pass; a CPU computes in float32 and
+    ignores the setting (checked by ``tests/jax/test_jax_data_parallel.py``).
+    """
+    if backend == "tpu" and precision in (None, "default", "bfloat16", "fastest"):
+        return "bfloat16"
+    return "float32"
