@@ -165,9 +165,10 @@ def test_kaggle_tpu_vm_v5e_8(tmp_path: Path) -> None:
     assert not any("multi-host" in h for h in rt.hints)
 
 
-def test_vfio_groups_count_chips_when_pci_is_hidden(tmp_path: Path) -> None:
+@pytest.mark.parametrize("acc_type", ["v5litepod-4", "tpu7x-8"])
+def test_vfio_groups_count_chips_when_pci_is_hidden(tmp_path: Path, acc_type: str) -> None:
     files = {"/dev/vfio/vfio": "", **{f"/dev/vfio/{i}": "" for i in range(4)}}
-    env = {"TPU_ACCELERATOR_TYPE": "v5litepod-4"}
+    env = {"TPU_ACCELERATOR_TYPE": acc_type}
     rt = detect(env=env, root=fake_root(tmp_path, files), run=None, frameworks={})
     assert rt.tpu is not None and rt.tpu.chips == 4
 

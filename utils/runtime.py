@@ -93,7 +93,7 @@ TPU_PCI_DEVICES: dict[str, str] = {
 _CORE_COUNTED = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2}
 _CHIP_COUNTED = {"v5e", "v5litepod", "v6e"}
 _FAMILY_ALIASES = {"v5litepod": "v5e"}
-_VFIO_GENERATIONS = {"v5e", "v5p", "v6e"}
+_VFIO_GENERATIONS = {"v5e", "v5p", "v6e", "tpu7x"}
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
 _MAX_READ = 4 << 20  # bytes; /proc/cpuinfo of a 200-core machine is about 300 KB
@@ -434,7 +434,7 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
 
     if vm_evidence:
         hosts = [h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
-        # /dev/vfio/<N> are chips on v5e, v5p and v6e (as Google's tpu-info reads them).
+        # /dev/vfio/<N> are chips on v5e, v5p, v6e and TPU7x (as Google's tpu-info reads them).
         vfio_chips = vfio_groups if (generation or pci_generation) in _VFIO_GENERATIONS else 0
         chips = pci_chips or accel_devs or vfio_chips or None
         if chips is None and slice_chips is not None:

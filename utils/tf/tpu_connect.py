@@ -207,8 +207,8 @@ def check_reachable(host: str, port: int, timeout_s: float) -> float:
     fix = (
         "Check the address: COLAB_TPU_ADDR and TPU Nodes belong to the old Colab runtime, "
         "which Colab retired (googlecolab/colabtools#4481); today's Colab TPU is a TPU VM: "
-        "use address='local' there. For a Cloud TPU Node, check it is READY "
-        "(gcloud compute tpus list --zone=$TPU_ZONE) and that this VM is in its network."
+        "use address='local' there. TPU Nodes reached end of life on 2025-04-25: on a Cloud "
+        "TPU VM the TPU is local, so connect with tpu='local' on the VM itself."
     )
     try:
         with socket.create_connection((host, port), timeout=max(timeout_s, 0.001)):
@@ -347,8 +347,9 @@ def explain_tpu_error(
         return TPUConnectionError(
             tried,
             f"the address answered, but not as a TPU gRPC server ({key}).",
-            "Check that the address is the TPU's (port 8470) and that the TPU is READY "
-            "(gcloud compute tpus list); restart the runtime before trying again.",
+            "Check that the address is a TPU's gRPC port (8470); on a TPU VM use tpu='local' "
+            "(TPU Nodes, which served gRPC, reached end of life on 2025-04-25); restart the "
+            "runtime before trying again.",
         )
     if isinstance(exc, ImportError) or "googleapiclient" in low or "oauth2client" in low:
         return TPUConnectionError(
