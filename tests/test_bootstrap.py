@@ -278,3 +278,24 @@ def test_stray_colab_tpu_addr_on_a_laptop_never_installs(no_pip, value):
 def test_empty_colab_release_tag_is_not_colab(no_pip):
     with pytest.raises(ModuleNotFoundError, match="make setup"):
         bootstrap.prepare(["no_such_module_for_the_course"], env={"COLAB_RELEASE_TAG": ""})
+
+
+@pytest.mark.parametrize(("system", "machine"), [("Darwin", "arm64"), ("Windows", "AMD64"),
+                                                 ("Linux", "aarch64")])  # fmt: skip
+def test_torch_xla_missing_on_a_laptop_without_its_wheels_says_why(monkeypatch, system, machine):
+    monkeypatch.setattr(bootstrap.platform, "system", lambda: system)
+    monkeypatch.setattr(bootstrap.platform, "machine", lambda: machine)
+    monkeypatch.setattr(bootstrap, "is_installed", lambda module: module != "torch_xla")
+    with pytest.raises(ModuleNotFoundError) as info:
+        bootstrap.prepare(["torch_xla"], env={}, versions=LAPTOP_PACKAGES)
+    message = str(info.value)
+    assert "Linux on x86_64 only" in message and f"{system} on {machine}" in message
+    assert "make setup" not in message  # it would not help there
+
+
+def test_torch_xla_missing_on_linux_x86_64_points_to_make_setup(monkeypatch):
+    monkeypatch.setattr(bootstrap.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(bootstrap.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(bootstrap, "is_installed", lambda module: module != "torch_xla")
+    with pytest.raises(ModuleNotFoundError, match="make setup"):
+        bootstrap.prepare(["torch_xla"], env={}, versions=LAPTOP_PACKAGES)

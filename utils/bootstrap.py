@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -312,6 +313,15 @@ def tf_runs_here(rt: runtime.Runtime, what: str, *, host_only: bool = False) -> 
     return False
 
 
+def _system() -> str:
+    return f"{platform.system() or 'an unknown system'} on {platform.machine() or 'unknown'}"
+
+
+def torch_xla_wheels_here() -> bool:
+    """torch_xla ships wheels for Linux x86_64 only (requirements.txt skips it elsewhere)."""
+    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+
+
 def _pip(args: Sequence[str]) -> str | None:
     """``pip install -q args`` in this kernel's Python; None on success, else the error text."""
     command = [sys.executable, "-m", "pip", "install", "-q", *args]
@@ -394,6 +404,12 @@ def prepare(
             )
 
     missing = [m for m in needs if not is_installed(m) and not (tf_on_tpu_vm and m == "tensorflow")]
+    if "torch_xla" in missing and not torch_xla_wheels_here():
+        raise ModuleNotFoundError(
+            f"torch_xla publishes wheels for Linux on x86_64 only, and this is {_system()}: "
+            "this notebook cannot run here. Run it on Colab or Kaggle (TPU), or on a Linux x86_64 "
+            "machine; every other notebook runs here."
+        )
     if missing and not allow_install:
         raise ModuleNotFoundError(
             f"{', '.join(missing)} not installed for {sys.executable}. "
