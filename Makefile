@@ -117,10 +117,10 @@ $(PLATFORM_STAMP): tests/platforms/$(PLATFORM)-tpu-constraints.txt
 platform-venv: $(PLATFORM_STAMP)
 
 test-platforms: export COURSE_OFFLINE = 1
-test-platforms: $(STAMP)
+test-platforms:
 	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory platform-venv PLATFORM=$$p || exit 1; done
 	@for p in $(PLATFORMS); do COURSE_PLATFORM=$$p build/venv-$$p/bin/python -m pytest -q -p no:cacheprovider tests/platforms || exit 1; done
-	$(BIN)/python -m utils.tools.platform_matrix --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
+	$(PYTHON) -m utils.tools.platform_matrix --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
 	    $(if $(NB),--only $(NB)) --out results/platform-matrix.md
 
 lint: $(STAMP)
