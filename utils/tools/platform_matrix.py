@@ -8,8 +8,8 @@ notebook:
    ``tests/platforms/<platform>-tpu-constraints.txt``) with the environment variables the image
    sets (a TPU VM on Colab or Kaggle), pip replaced by a recorder. What it would install is
    recorded, and so is a set-up cell that stops.
-2. **Those installs, and nothing else.** pip resolves them against the venv (``--dry-run
-   --report``, no constraints, as on the image); the packages it would add go into an overlay
+2. **Those installs, and nothing else.** pip resolves them against the venv and the image's
+   pins (``--dry-run --report -c``: what the image has, pip keeps); what it adds goes to an overlay
    folder (``pip install --target --no-deps``) put on the kernel's ``PYTHONPATH``, so one venv
    serves every notebook and each notebook sees only its own set-up cell's installs.
 3. **The notebook, top to bottom** with papermill in the platform's kernel, offline data, on this
@@ -106,6 +106,11 @@ class Result:
     seconds: float = 0.0
 
 
+def constraints(platform: str) -> Path:
+    """The image's pins: the venv holds only part of the image, so pip resolves against these."""
+    return ROOT / "tests" / "platforms" / f"{platform}-tpu-constraints.txt"
+
+
 def venv_python(platform: str) -> Path:
     return BUILD / f"venv-{platform}" / "bin" / "python"
 
@@ -173,7 +178,8 @@ def overlay_for(platform: str, installs: list[list[str]]) -> tuple[Path | None, 
         return target, json.loads(added_file.read_text(encoding="utf-8"))
     python = str(venv_python(platform))
     report = subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--dry-run", "--report", "-", *args],
+        [python, "-m", "pip", "install", "-q", "--dry-run", "--report", "-", "-c",
+         str(constraints(platform)), *args],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     if report.returncode != 0:
@@ -325,8 +331,8 @@ def markdown(results: Sequence[Result], seconds: float, when: datetime.datetime)
     added = {(r.platform, " ".join(" ".join(c) for c in r.installs)): r.added for r in results
              if r.added}  # fmt: skip
     if added:
-        lines += ["", "What those installs add to the image (pip's resolution against its "
-                  "packages; a package the image has is replaced only where listed):"]  # fmt: skip
+        lines += ["", "What those installs add to the platform venv (pip's resolution against "
+                  "the image's pins, so none of the image's versions is replaced):"]  # fmt: skip
         for (platform, args), pkgs in added.items():
             lines.append(f"- {platform}, `{args}`: {', '.join(pkgs)}")
     return "\n".join(lines) + "\n"
