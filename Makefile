@@ -93,9 +93,11 @@ test-notebooks: $(STAMP)
 # notebook gets only the installs its own set-up cell would make on that TPU image
 # (utils/tools/platform_matrix.py replays them); the verdicts go to results/platform-matrix.md.
 # Not part of `make test` (about an hour); needs the network the first time (pip, PyPI only).
-# PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it.
+# PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it; LOCK=/tmp/course-heavy.lock takes
+# that flock around each notebook (a shared machine).
 PLATFORMS         ?= colab kaggle
 NB_TIMEOUT        ?= 1800
+LOCK              ?=
 PLATFORM          ?= colab
 PLATFORM_VENV     := build/venv-$(PLATFORM)
 # Colab runs Python 3.13, Kaggle 3.12; a pyenv-installed one is found too. Never another version.
@@ -121,7 +123,7 @@ test-platforms:
 	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory platform-venv PLATFORM=$$p || exit 1; done
 	@for p in $(PLATFORMS); do COURSE_PLATFORM=$$p build/venv-$$p/bin/python -m pytest -q -p no:cacheprovider tests/platforms || exit 1; done
 	$(PYTHON) -m utils.tools.platform_matrix --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
-	    $(if $(NB),--only $(NB)) --out results/platform-matrix.md
+	    $(if $(NB),--only $(NB)) $(if $(LOCK),--lock $(LOCK)) --out results/platform-matrix.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks

@@ -24,7 +24,9 @@ each venv holds and the run time. Framework-free: everything heavy runs in the p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import re
@@ -253,7 +255,23 @@ def run_notebook(platform: str, path: Path, overlay: Path | None, timeout: float
     return "runs top to bottom"
 
 
-def run(platforms: Sequence[str], notebooks: Sequence[Path], timeout: float) -> list[Result]:
+@contextlib.contextmanager
+def _held(lock: Path | None):
+    """Hold ``lock`` (flock) for one notebook, so a shared machine runs one heavy job at a time."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def run(
+    platforms: Sequence[str], notebooks: Sequence[Path], timeout: float, lock: Path | None = None
+) -> list[Result]:
     results = []
     for platform in platforms:
         if not venv_python(platform).exists():
@@ -261,17 +279,20 @@ def run(platforms: Sequence[str], notebooks: Sequence[Path], timeout: float) -> 
         for path in notebooks:
             nb = json.loads(path.read_text(encoding="utf-8"))
             result = Result(path.stem, platform, gated=gated_cells(nb))
-            start = time.perf_counter()
-            print(f"{platform} {path.name} ...", flush=True)
-            result.installs, error = replay_setup(platform, path)
-            if error:
-                result.verdict = f"stops at code cell 1 (set-up, on the TPU image): {error[:200]}"
-            else:
-                try:
-                    overlay, result.added = overlay_for(platform, result.installs)
-                    result.verdict = run_notebook(platform, path, overlay, timeout)
-                except (RuntimeError, subprocess.SubprocessError) as exc:
-                    result.verdict = f"could not replay the set-up cell's installs: {exc}"[:240]
+            with _held(lock):
+                start = time.perf_counter()
+                print(f"{platform} {path.name} ...", flush=True)
+                result.installs, error = replay_setup(platform, path)
+                if error:
+                    result.verdict = (
+                        f"stops at code cell 1 (set-up, on the TPU image): {error[:200]}"
+                    )
+                else:
+                    try:
+                        overlay, result.added = overlay_for(platform, result.installs)
+                        result.verdict = run_notebook(platform, path, overlay, timeout)
+                    except (RuntimeError, subprocess.SubprocessError) as exc:
+                        result.verdict = f"could not replay the set-up cell's installs: {exc}"[:240]
             result.ok = result.verdict == "runs top to bottom"
             result.seconds = time.perf_counter() - start
             print(f"  {result.verdict} ({result.seconds:.0f} s)", flush=True)
@@ -345,13 +366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="notebook number or prefix, e.g. 04")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per notebook")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "platform-matrix.md")
+    parser.add_argument("--lock", type=Path, help="flock this file around each notebook")
     args = parser.parse_args(argv)
     notebooks = sorted(NOTEBOOKS.glob(f"{args.only or ''}*.ipynb" if args.only else "[0-9]*.ipynb"))
     if not notebooks:
         raise SystemExit(f"no notebook matches {args.only!r}")
     when = datetime.datetime.now(datetime.timezone.utc)
     start = time.perf_counter()
-    results = run(args.platforms, notebooks, args.timeout)
+    results = run(args.platforms, notebooks, args.timeout, args.lock)
     text = markdown(results, time.perf_counter() - start, when)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
