@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,6 +154,7 @@ def last_started_cell(nb: dict) -> int:
 
 def replay_setup(platform: str, path: Path) -> tuple[list[list[str]], str | None]:
     """What the notebook's set-up cell would install on the platform's TPU image."""
+    path = Path(path).resolve()
     env = {**os.environ, "COURSE_NO_INSTALL": "", "PYTHONPATH": ""}
     done = subprocess.run(
         [str(venv_python(platform)), "-c", _REPLAY, str(path),
@@ -220,6 +221,7 @@ def _versions(platform: str, names: Sequence[str]) -> dict[str, str | None]:
 
 def run_notebook(platform: str, path: Path, overlay: Path | None, timeout: float) -> str:
     """Execute with papermill in the platform's kernel; return the verdict."""
+    path = Path(path).resolve()
     out = BUILD / "platform-matrix" / platform / path.name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -270,20 +272,28 @@ def _held(lock: Path | None):
 
 
 def run(
-    platforms: Sequence[str], notebooks: Sequence[Path], timeout: float, lock: Path | None = None
+    platforms: Sequence[str],
+    notebooks: Sequence[Path],
+    timeout: float,
+    lock: Path | None = None,
+    on_result: Callable[[list[Result]], None] | None = None,
 ) -> list[Result]:
-    results = []
+    """Notebook by notebook, each on every platform; ``on_result`` sees the results so far."""
+    results: list[Result] = []
     for platform in platforms:
         if not venv_python(platform).exists():
             raise SystemExit(f"no {venv_python(platform)}: run `make test-platforms` (builds it)")
-        for path in notebooks:
+    for path in notebooks:
+        for platform in platforms:
             nb = json.loads(path.read_text(encoding="utf-8"))
             result = Result(path.stem, platform, gated=gated_cells(nb))
             with _held(lock):
                 start = time.perf_counter()
                 print(f"{platform} {path.name} ...", flush=True)
                 result.installs, error = replay_setup(platform, path)
-                if error:
+                if error and error.startswith("set-up replay failed"):
+                    result.verdict = error[:240]
+                elif error:
                     result.verdict = (
                         f"stops at code cell 1 (set-up, on the TPU image): {error[:200]}"
                     )
@@ -297,6 +307,8 @@ def run(
             result.seconds = time.perf_counter() - start
             print(f"  {result.verdict} ({result.seconds:.0f} s)", flush=True)
             results.append(result)
+            if on_result is not None:
+                on_result(results)
     return results
 
 
@@ -310,7 +322,9 @@ def _commit() -> str:
     return sha + (" (with uncommitted changes to notebooks/ or utils/)" if dirty else "")
 
 
-def markdown(results: Sequence[Result], seconds: float, when: datetime.datetime) -> str:
+def markdown(
+    results: Sequence[Result], seconds: float, when: datetime.datetime, planned: int | None = None
+) -> str:
     """The committed table: one row per notebook, one column per platform."""
     platforms = list(dict.fromkeys(r.platform for r in results))
     notebooks = list(dict.fromkeys(r.notebook for r in results))
@@ -326,6 +340,8 @@ def markdown(results: Sequence[Result], seconds: float, when: datetime.datetime)
         f"the TPU) run on the CPU and are counted. Total run time: {seconds / 60:.0f} min.",
         "",
     ]
+    if planned is not None and len(results) < planned:
+        lines += [f"**Partial: {len(results)} of {planned} runs done so far.**", ""]
     for platform in platforms:
         versions = _versions(platform, SHOWN_VERSIONS) if venv_python(platform).exists() else {}
         shown = ", ".join(f"{n} {v}" for n, v in versions.items() if v)
@@ -373,11 +389,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"no notebook matches {args.only!r}")
     when = datetime.datetime.now(datetime.timezone.utc)
     start = time.perf_counter()
-    results = run(args.platforms, notebooks, args.timeout, args.lock)
-    text = markdown(results, time.perf_counter() - start, when)
+    planned = len(notebooks) * len(args.platforms)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(text)
+
+    def write(
+        results: list[Result],
+    ) -> str:  # after every run: a cut-short run still leaves a table
+        text = markdown(results, time.perf_counter() - start, when, planned)
+        args.out.write_text(text, encoding="utf-8")
+        return text
+
+    results = run(args.platforms, notebooks, args.timeout, args.lock, on_result=write)
+    print(write(results))
     return 0 if all(r.ok for r in results) else 1
 
 
