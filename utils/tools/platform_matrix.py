@@ -323,7 +323,11 @@ def _commit() -> str:
 
 
 def markdown(
-    results: Sequence[Result], seconds: float, when: datetime.datetime, planned: int | None = None
+    results: Sequence[Result],
+    seconds: float,
+    when: datetime.datetime,
+    planned: int | None = None,
+    commit: str | None = None,
 ) -> str:
     """The committed table: one row per notebook, one column per platform."""
     platforms = list(dict.fromkeys(r.platform for r in results))
@@ -332,7 +336,8 @@ def markdown(
     lines = [
         "# Platform matrix: the notebooks under the free TPU images' package versions",
         "",
-        f"Run {when:%Y-%m-%d %H:%M} UTC on notebooks and `utils` at commit {_commit()}, with "
+        f"Run {when:%Y-%m-%d %H:%M} UTC on notebooks and `utils` at commit {commit or _commit()}, "
+        "with "
         "`make test-platforms` (`utils/tools/platform_matrix.py`): each notebook top to bottom "
         "(papermill, offline data) on a CPU, in a venv holding the image's package versions, "
         "after only the installs the notebook's own set-up cell makes on that TPU image. A TPU "
@@ -390,12 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     when = datetime.datetime.now(datetime.timezone.utc)
     start = time.perf_counter()
     planned = len(notebooks) * len(args.platforms)
+    commit = _commit()  # what the notebooks came from when the run started
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def write(
         results: list[Result],
     ) -> str:  # after every run: a cut-short run still leaves a table
-        text = markdown(results, time.perf_counter() - start, when, planned)
+        text = markdown(results, time.perf_counter() - start, when, planned, commit)
         args.out.write_text(text, encoding="utf-8")
         return text
 
