@@ -384,12 +384,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m utils.tools.platform_matrix",
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS), choices=PLATFORMS)
-    parser.add_argument("--only", help="notebook number or prefix, e.g. 04")
+    parser.add_argument("--only", nargs="+", help="notebook numbers or prefixes, run in this order")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per notebook")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "platform-matrix.md")
     parser.add_argument("--lock", type=Path, help="flock this file around each notebook")
     args = parser.parse_args(argv)
-    notebooks = sorted(NOTEBOOKS.glob(f"{args.only or ''}*.ipynb" if args.only else "[0-9]*.ipynb"))
+    if args.only:
+        notebooks = [p for prefix in args.only for p in sorted(NOTEBOOKS.glob(f"{prefix}*.ipynb"))]
+    else:
+        notebooks = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
     if not notebooks:
         raise SystemExit(f"no notebook matches {args.only!r}")
     when = datetime.datetime.now(datetime.timezone.utc)
