@@ -71,9 +71,10 @@ def test_markdown_table_has_a_row_per_notebook_and_a_column_per_platform(monkeyp
         pm.Result("01_x", "kaggle", "stops at code cell 3: E: a | b", False, seconds=60.0),
     ]  # fmt: skip
     when = datetime.datetime(2026, 12, 1, 4, 0, tzinfo=datetime.timezone.utc)
-    text = pm.markdown(results, 180.0, when)
+    text = pm.markdown(results, 180.0, when, planned=["01_x", "02_y"])
     assert "2026-12-01 04:00 UTC" in text and "commit abc123" in text and "3 min" in text
     row = next(line for line in text.splitlines() if line.startswith("| 01_x |"))
     assert "runs top to bottom (set-up installs tensorflow-cpu==2.20.0; 2 cell(s) gated" in row
     assert "stops at code cell 3: E: a \\| b (1 min)" in row
     assert "tensorboard==2.20.0" in text
+    assert "| 02_y | not run yet | not run yet |" in text and "Partial: 2 of 4 runs" in text

@@ -326,12 +326,13 @@ def markdown(
     results: Sequence[Result],
     seconds: float,
     when: datetime.datetime,
-    planned: int | None = None,
+    planned: Sequence[str] = (),
     commit: str | None = None,
+    platforms: Sequence[str] = (),
 ) -> str:
-    """The committed table: one row per notebook, one column per platform."""
-    platforms = list(dict.fromkeys(r.platform for r in results))
-    notebooks = list(dict.fromkeys(r.notebook for r in results))
+    """The committed table: one row per notebook (``planned`` ones too), one column per platform."""
+    platforms = list(dict.fromkeys([*platforms, *(r.platform for r in results)]))
+    notebooks = sorted({*planned, *(r.notebook for r in results)})
     cell = {(r.notebook, r.platform): r for r in results}
     lines = [
         "# Platform matrix: the notebooks under the free TPU images' package versions",
@@ -345,8 +346,9 @@ def markdown(
         f"the TPU) run on the CPU and are counted. Total run time: {seconds / 60:.0f} min.",
         "",
     ]
-    if planned is not None and len(results) < planned:
-        lines += [f"**Partial: {len(results)} of {planned} runs done so far.**", ""]
+    total = len(notebooks) * len(platforms)
+    if len(results) < total:
+        lines += [f"**Partial: {len(results)} of {total} runs done; the others did not run.**", ""]
     for platform in platforms:
         versions = _versions(platform, SHOWN_VERSIONS) if venv_python(platform).exists() else {}
         shown = ", ".join(f"{n} {v}" for n, v in versions.items() if v)
@@ -359,7 +361,7 @@ def markdown(
         for platform in platforms:
             r = cell.get((name, platform))
             if r is None:
-                row.append("not run")
+                row.append("not run yet")
                 continue
             text = ("runs top to bottom" if r.ok else r.verdict).replace("|", "\\|")
             notes = []
@@ -397,14 +399,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"no notebook matches {args.only!r}")
     when = datetime.datetime.now(datetime.timezone.utc)
     start = time.perf_counter()
-    planned = len(notebooks) * len(args.platforms)
+    planned = [p.stem for p in notebooks]
     commit = _commit()  # what the notebooks came from when the run started
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def write(
         results: list[Result],
     ) -> str:  # after every run: a cut-short run still leaves a table
-        text = markdown(results, time.perf_counter() - start, when, planned, commit)
+        text = markdown(results, time.perf_counter() - start, when, planned, commit, args.platforms)
         args.out.write_text(text, encoding="utf-8")
         return text
 
