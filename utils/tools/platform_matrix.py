@@ -237,8 +237,11 @@ def run_notebook(platform: str, path: Path, overlay: Path | None, timeout: float
     try:
         log, _ = proc.communicate(timeout=timeout)
         timed_out = False
-    except subprocess.TimeoutExpired:
+    except BaseException as exc:  # the timeout, or this tool stopped: no kernel outlives it
         os.killpg(proc.pid, signal.SIGTERM)
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+            raise
         try:
             log, _ = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -397,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         notebooks = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
     if not notebooks:
         raise SystemExit(f"no notebook matches {args.only!r}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))
     when = datetime.datetime.now(datetime.timezone.utc)
     start = time.perf_counter()
     planned = [p.stem for p in notebooks]
