@@ -346,7 +346,9 @@ def markdown(
         "(papermill, offline data) on a CPU, in a venv holding the image's package versions, "
         "after only the installs the notebook's own set-up cell makes on that TPU image. A TPU "
         "cannot be emulated here: the cells gated with `bootstrap.tf_runs_here` (TensorFlow on "
-        f"the TPU) run on the CPU and are counted. Total run time: {seconds / 60:.0f} min.",
+        f"the TPU) run on the CPU and are counted. Total run time: {seconds / 60:.0f} min, of "
+        f"which the notebook runs took {sum(r.seconds for r in results) / 60:.0f} min (the rest: "
+        "waiting for the shared machine's lock).",
         "",
     ]
     total = len(notebooks) * len(platforms)
