@@ -2,7 +2,9 @@
 # `make run` and `make test` work on a fresh clone with only python3 and make installed.
 
 PYTHON  ?= python3
-VENV    := .venv
+# The course's virtual environment; `make setup PYTHON=python3.13 VENV=/elsewhere/venv` builds
+# another one (e.g. to test a Python version) without touching .venv.
+VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 KERNEL  := tpu-course
@@ -23,37 +25,43 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh load-drill: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms lint format refresh bench report set-repo-url clean load-drill
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench report set-repo-url sync-setup set-ref clean load-drill
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
 	@echo "              TIMEOUT=1800 seconds per cell by default, 0 for none)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
-	@echo "make test-platforms  notebook 02 under Colab's TPU image versions (PLATFORM=kaggle for Kaggle's)"
+	@echo "make test-platforms  every notebook under Colab's and Kaggle's TPU image versions (about an hour;"
+	@echo "              PLATFORMS=colab or NB=04 for fewer); writes results/platform-matrix.md"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make load-drill  unit tests with a CPU hog beside them (HOGS=4; DRILL_NB=08 adds nbval of one notebook)"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    tf.data pipeline benchmark, then the training ladder (MFU per rung, roofline error)"
 	@echo "make report   merge build/results and results/ from several machines into build/report.md"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
+	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
+	@echo "make set-ref REF=v1.0  set COURSE_REF (the course code a notebook fetches on Colab/Kaggle), then sync-setup"
 	@echo "make clean    remove build/ and caches (keeps .venv; 'make distclean' removes it too)"
 
 setup: $(STAMP)
 
+# Python 3.11-3.13: jax 0.10.2 and keras 3.15 need >= 3.11; every pinned wheel (TensorFlow 2.21,
+# torch 2.9, torch_xla 2.9, jaxlib 0.10.2) exists for 3.13, the Python of Colab's TPU image.
 # An existing .venv must have been built with a usable Python (checked on every make, ~20 ms).
 check-venv:
 	@if [ -f $(VENV)/pyvenv.cfg ]; then \
 	  v=$$(sed -n 's/^version[_a-z]* *= *\([0-9]*\.[0-9]*\).*/\1/p' $(VENV)/pyvenv.cfg | head -n 1); \
-	  case "$$v" in 3.10|3.11|3.12) ;; *) \
-	    echo "The existing $(VENV) was built with Python $${v:-of unknown version}; this course needs 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1;; \
+	  case "$$v" in 3.11|3.12|3.13) ;; *) \
+	    echo "The existing $(VENV) was built with Python $${v:-of unknown version}; this course needs 3.11-3.13 (jax 0.10 and keras 3.15 need >= 3.11; TensorFlow 2.21 has no wheel beyond 3.13). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.13"; exit 1;; \
 	  esac; \
 	  $(BIN)/python -c '' 2>/dev/null || { \
-	    echo "The existing $(VENV) is broken: $(BIN)/python does not run (was the Python it was built with removed?). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.11"; exit 1; }; \
+	    echo "The existing $(VENV) is broken: $(BIN)/python does not run (was the Python it was built with removed?). Remove it and rebuild: rm -rf $(VENV) && make setup PYTHON=python3.13"; exit 1; }; \
 	fi
 
 $(STAMP): requirements.txt | check-venv
-	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else \
-	    "This course needs Python 3.10-3.12 (TensorFlow 2.21 and torch_xla 2.9 wheels); $(PYTHON) is %d.%d. Run: make test PYTHON=python3.11" % v)'
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 13) else \
+	    "This course needs Python 3.11-3.13 (jax 0.10 and keras 3.15 need >= 3.11; TensorFlow 2.21 has no wheel beyond 3.13); $(PYTHON) is %d.%d. Run: make test PYTHON=python3.13" % v)' \
+	    || { [ $$? -eq 127 ] && echo "$(PYTHON) not found: install Python 3.11-3.13, or name one with PYTHON=python3.13"; exit 1; }
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot create virtual environments: install python3-venv (e.g. apt install python3-venv)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -80,30 +88,43 @@ test-notebooks: $(STAMP)
 	    --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider \
 	    $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
 
-# Platform fidelity: notebook 02 (Keras 3 + JAX) executed in a separate venv built from the package
-# versions of Colab's TPU image (tests/platforms/colab-tpu-constraints.txt; PLATFORM=kaggle for
-# Kaggle's), on the CPU with simulated devices. Needs the network the first time (pip). Colab runs
-# Python 3.13 and Kaggle 3.12: python3.13/3.12 is used when installed, else $(PYTHON).
+# Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
+# the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
+# tensorflow-cpu 2.20, torch_xla 2.8): tests/platforms/<platform>-tpu-constraints.txt. Each
+# notebook gets only the installs its own set-up cell would make on that TPU image
+# (utils/tools/platform_matrix.py replays them); the verdicts go to results/platform-matrix.md.
+# Not part of `make test` (about an hour); needs the network the first time (pip, PyPI only).
+# PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it; LOCK=/tmp/course-heavy.lock takes
+# that flock around each notebook (a shared machine).
+PLATFORMS         ?= colab kaggle
+NB_TIMEOUT        ?= 1800
+LOCK              ?=
 PLATFORM          ?= colab
 PLATFORM_VENV     := build/venv-$(PLATFORM)
-PLATFORM_PYTHON   ?= $(or $(shell python$(if $(filter colab,$(PLATFORM)),3.13,3.12) -c 'import sys; print(sys.executable)' 2>/dev/null),$(PYTHON))
-PLATFORM_PKGS     := jax jaxlib keras numpy ml_dtypes optax matplotlib jsonschema psutil h5py \
-                     $(if $(filter kaggle,$(PLATFORM)),tensorflow-cpu)
+# Colab runs Python 3.13, Kaggle 3.12; a pyenv-installed one is found too. Never another version.
+PLATFORM_PY       := $(if $(filter colab,$(PLATFORM)),3.13,3.12)
+PLATFORM_PYTHON   ?= $(firstword $(shell command -v python$(PLATFORM_PY) >/dev/null 2>&1 && python$(PLATFORM_PY) -c 'import sys; print(sys.executable)' 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/$(PLATFORM_PY).*/bin/python$(PLATFORM_PY)))
+PLATFORM_PKGS     := jax jaxlib keras numpy ml_dtypes optax flax grain orbax-checkpoint torch torch-xla \
+                     matplotlib jsonschema psutil h5py scipy pyyaml $(if $(filter kaggle,$(PLATFORM)),tensorflow-cpu)
+PLATFORM_TOOLS    := ipykernel nbformat nbclient papermill nbval pytest
 PLATFORM_STAMP    := $(PLATFORM_VENV)/.installed-$(shell cksum tests/platforms/$(PLATFORM)-tpu-constraints.txt 2>/dev/null | cut -d' ' -f1)
 
 $(PLATFORM_STAMP): tests/platforms/$(PLATFORM)-tpu-constraints.txt
+	@test -n "$(PLATFORM_PYTHON)" || { echo "$(PLATFORM) needs Python $(PLATFORM_PY): install it (e.g. pyenv install $(PLATFORM_PY)) or pass PLATFORM_PYTHON=/path/to/python$(PLATFORM_PY)"; exit 1; }
 	@test -x $(PLATFORM_VENV)/bin/python || $(PLATFORM_PYTHON) -m venv $(PLATFORM_VENV)
-	$(PLATFORM_VENV)/bin/python -m pip install -q -c $< $(PLATFORM_PKGS) nbval ipykernel pytest
+	$(PLATFORM_VENV)/bin/python -m pip install -q -c $< $(PLATFORM_PKGS) $(PLATFORM_TOOLS)
 	$(PLATFORM_VENV)/bin/python -m ipykernel install --sys-prefix --name tpu-course-$(PLATFORM) >/dev/null
 	@rm -f $(PLATFORM_VENV)/.installed-*
 	@touch $@
 
+platform-venv: $(PLATFORM_STAMP)
+
 test-platforms: export COURSE_OFFLINE = 1
-test-platforms: export COURSE_PLATFORM = $(PLATFORM)
-test-platforms: $(PLATFORM_STAMP)
-	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider tests/platforms
-	$(PLATFORM_VENV)/bin/python -m pytest -p no:cacheprovider --nbval-lax \
-	    --nbval-kernel-name tpu-course-$(PLATFORM) notebooks/02_keras_jax_cifar10.ipynb
+test-platforms:
+	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory platform-venv PLATFORM=$$p || exit 1; done
+	@for p in $(PLATFORMS); do COURSE_PLATFORM=$$p build/venv-$$p/bin/python -m pytest -q -p no:cacheprovider tests/platforms || exit 1; done
+	$(PYTHON) -m utils.tools.platform_matrix --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
+	    $(if $(NB),--only $(NB)) $(if $(LOCK),--lock $(LOCK)) --out results/platform-matrix.md
 
 # Maintainers: the unit tests with HOGS busy processes beside them (and nbval of DRILL_NB, if
 # set), bounded by DRILL_TIMEOUT seconds; the hogs are stopped however it ends. On the shared
@@ -135,6 +156,14 @@ report: $(STAMP)
 set-repo-url: $(STAMP)
 	@test -n "$(REPO)" || (echo "usage: make set-repo-url REPO=owner/name" && exit 2)
 	$(BIN)/python -m utils.tools.nbtools set-repo --repo $(REPO)
+
+# The set-up cell: CONTRIBUTING.md holds it; these rewrite every notebook's copy (no kernel needed).
+sync-setup:
+	$(PYTHON) -m utils.tools.nbtools sync-setup
+
+set-ref:
+	@test -n "$(REF)" || (echo "usage: make set-ref REF=<tag or commit the notebooks fetch>" && exit 2)
+	$(PYTHON) -m utils.tools.nbtools sync-setup --ref $(REF)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -14,10 +14,10 @@ def fake_runtime(accelerator: str = "cpu", platform: str = "local") -> SimpleNam
     return SimpleNamespace(accelerator=accelerator, platform=platform)
 
 
-def test_tensorflow_on_a_tpu_vm_installs_tensorflow_tpu_from_pypi_alone():
-    # tensorflow-tpu 2.20 takes libtpu from PyPI: no -f libtpu-tf-releases index any more.
+def test_tensorflow_on_a_tpu_installs_host_side_tensorflow_cpu_only():
+    # tensorflow-tpu (with its own libtpu) is the explicit opt-in of prepare(), never a plan.
     plan = bootstrap.install_plan(fake_runtime("tpu", "colab"), ["tensorflow"], versions={})
-    assert plan == [[f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"]]
+    assert plan == [[f"tensorflow-cpu=={bootstrap.TENSORFLOW_CPU_VERSION}"]]
 
 
 def test_tensorflow_elsewhere_installs_plain_tensorflow():
@@ -113,7 +113,25 @@ def _verdicts(env, packages):
     return {s.stack: s for s in bootstrap.stack_status(rt, packages)}
 
 
-def test_colab_tpu_runs_keras_jax_as_shipped_and_tf_only_on_opt_in(no_pip, capsys):
+@pytest.fixture
+def fake_pip(monkeypatch):
+    """Record pip commands; a command whose last argument is in ``fake_pip.fail`` fails."""
+    calls: list[list[str]] = []
+    fail: set[str] = set()
+
+    def run(command, **kwargs):
+        calls.append(command)
+        code = 1 if command[-1] in fail else 0
+        return subprocess.CompletedProcess(command, code, stdout="", stderr="ERROR: no network")
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", run)
+    return SimpleNamespace(calls=calls, fail=fail)
+
+
+TF_CPU = f"tensorflow-cpu=={bootstrap.TENSORFLOW_CPU_VERSION}"
+
+
+def test_colab_tpu_runs_keras_jax_as_shipped_and_adds_host_side_tensorflow(fake_pip, capsys):
     status = _verdicts(COLAB_TPU_ENV, COLAB_TPU_PACKAGES)
     assert status["Keras+JAX"].verdict == "works as shipped"
     assert status["TF TPUStrategy"].verdict == "needs install"
@@ -124,11 +142,34 @@ def test_colab_tpu_runs_keras_jax_as_shipped_and_tf_only_on_opt_in(no_pip, capsy
     assert (rt.platform, rt.accelerator) == ("colab", "tpu")
     printed = capsys.readouterr().out
     assert "Keras+JAX" in printed and "works as shipped" in printed  # never silent on a TPU
-    with pytest.raises(bootstrap.TensorFlowTPUError) as info:
-        bootstrap.prepare(["tensorflow"], env=dict(COLAB_TPU_ENV), versions=COLAB_TPU_PACKAGES)
-    message = str(info.value)
-    assert "TensorFlow is not installed" in message and "notebook 02" in message
-    assert "install_tensorflow_tpu=True" in message and "colabtools#5174" in message
+    assert "TensorFlow here" not in printed and fake_pip.calls == []  # a JAX notebook: no TF
+
+    # A TensorFlow notebook does not stop: tensorflow-cpu for tf.data, TPU cells gated.
+    rt = bootstrap.prepare(["tensorflow"], env=dict(COLAB_TPU_ENV), versions=COLAB_TPU_PACKAGES)
+    assert [c[4:] for c in fake_pip.calls] == [["-q", TF_CPU]]
+    assert (rt.tf_host, rt.tf_on_device) == (True, False)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "TensorFlow here" in line]
+    assert len(lines) == 1 and "tensorflow-cpu" in lines[0] and "INSTALL_TENSORFLOW_TPU" in lines[0]
+    assert bootstrap.tf_runs_here(rt, "the input pipeline", host_only=True)
+    assert capsys.readouterr().out == ""
+    assert not bootstrap.tf_runs_here(rt, "TPUStrategy training")
+    skip = capsys.readouterr().out
+    assert skip.startswith("Skipped on this runtime: TPUStrategy training (")
+    assert "INSTALL_TENSORFLOW_TPU = True" in skip and skip.count("\n") == 1
+
+
+def test_colab_tpu_without_network_still_runs_the_other_sections(fake_pip, capsys):
+    fake_pip.fail.add(TF_CPU)
+    rt = bootstrap.prepare(["tensorflow"], env=dict(COLAB_TPU_ENV), versions=COLAB_TPU_PACKAGES)
+    assert (rt.tf_host, rt.tf_on_device) == (False, False)
+    assert "Could not install tensorflow-cpu" in capsys.readouterr().out
+    assert not bootstrap.tf_runs_here(rt, "the tf.data pipeline", host_only=True)
+    assert f"pip install {TF_CPU}" in capsys.readouterr().out
+
+
+def test_tf_runs_here_needs_what_prepare_returned():
+    with pytest.raises(TypeError, match="bootstrap.prepare"):
+        bootstrap.tf_runs_here(fake_runtime(), "anything")
 
 
 def test_colab_tpu_installs_tensorflow_tpu_when_opted_in(monkeypatch, capsys):
@@ -139,14 +180,16 @@ def test_colab_tpu_installs_tensorflow_tpu_when_opted_in(monkeypatch, capsys):
         return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
 
     monkeypatch.setattr(bootstrap.subprocess, "run", fake_run)
-    bootstrap.prepare(
+    rt = bootstrap.prepare(
         ["tensorflow"],
         env=dict(COLAB_TPU_ENV),
         versions=COLAB_TPU_PACKAGES,
         install_tensorflow_tpu=True,
     )
     assert [c[4:] for c in calls] == [["-q", f"tensorflow-tpu=={bootstrap.TENSORFLOW_TPU_VERSION}"]]
-    assert "colabtools#5174" in capsys.readouterr().out  # the risk is stated when installing
+    printed = capsys.readouterr().out
+    assert "colabtools#5174" in printed  # the risk is stated when installing
+    assert rt.tf_on_device and "TensorFlow here" not in printed
 
 
 def test_kaggle_tpu_tensorflow_cpu_is_not_tensorflow_on_the_tpu(no_pip, capsys):
@@ -156,8 +199,12 @@ def test_kaggle_tpu_tensorflow_cpu_is_not_tensorflow_on_the_tpu(no_pip, capsys):
     assert "tensorflow-cpu 2.20.0 is importable but has no TPU kernels" in (
         status["TF TPUStrategy"].detail
     )
-    with pytest.raises(bootstrap.TensorFlowTPUError, match="tensorflow-cpu 2.20.0 is installed"):
-        bootstrap.prepare(["tensorflow"], env=dict(KAGGLE_TPU_ENV), versions=KAGGLE_TPU_PACKAGES)
+    rt = bootstrap.prepare(["tensorflow"], env=dict(KAGGLE_TPU_ENV), versions=KAGGLE_TPU_PACKAGES)
+    assert (rt.tf_host, rt.tf_on_device) == (True, False)  # tf.data runs, TPUStrategy does not
+    assert "tensorflow-cpu 2.20.0 runs tf.data on the host" in capsys.readouterr().out
+    assert bootstrap.tf_runs_here(rt, "the tf.data pipeline", host_only=True)
+    assert not bootstrap.tf_runs_here(rt, "TPUStrategy training")
+    assert capsys.readouterr().out.startswith("Skipped on this runtime: TPUStrategy training")
     rt = bootstrap.runtime.detect(env=KAGGLE_TPU_ENV, run=None, frameworks=KAGGLE_TPU_PACKAGES)
     hint = next(h for h in rt.hints if "tensorflow-cpu" in h)
     assert "no TPU kernels" in hint and "Keras 3 + JAX" in hint
@@ -169,12 +216,19 @@ def test_cloud_tpu_vm_with_a_tf_image_uses_tensorflow_tpu_as_shipped(no_pip, cap
     assert status["Keras+JAX"].verdict == "needs install"
     rt = bootstrap.prepare(["tensorflow"], env=dict(CLOUD_TF_VM_ENV), versions=CLOUD_TF_VM_PACKAGES)
     assert (rt.platform, rt.accelerator) == ("local", "tpu")
-    assert "TF TPUStrategy" in capsys.readouterr().out
+    assert (rt.tf_host, rt.tf_on_device) == (True, True)
+    printed = capsys.readouterr().out
+    assert "TF TPUStrategy" in printed and "TensorFlow here" not in printed
+    assert bootstrap.tf_runs_here(rt, "TPUStrategy training")
+    assert capsys.readouterr().out == ""
 
 
 def test_cpu_laptop_is_quiet_and_says_cpu_only(no_pip, capsys):
     rt = bootstrap.prepare(["numpy"], env={}, versions=LAPTOP_PACKAGES)
     assert (rt.platform, rt.accelerator) == ("local", "cpu")
+    assert (rt.tf_host, rt.tf_on_device) == (True, True)  # the CPU is TensorFlow's device here
+    assert bootstrap.tf_runs_here(rt, "TPUStrategy training")
+    assert bootstrap.tf_runs_here(rt, "the tf.data pipeline", host_only=True)
     assert capsys.readouterr().out == ""  # nothing to report off a TPU: stored outputs stay stable
     status = _verdicts({}, LAPTOP_PACKAGES)
     assert {s.verdict for s in status.values()} <= {"CPU only", "not supported", "needs install"}
@@ -195,22 +249,22 @@ def test_empty_colab_release_tag_is_not_colab(no_pip):
         bootstrap.prepare(["no_such_module_for_the_course"], env={"COLAB_RELEASE_TAG": ""})
 
 
-def test_tf_tpu_gate_skips_only_on_a_tpu_whose_tensorflow_cannot_use_it(capsys):
-    tpu = SimpleNamespace(mode="vm", generation="v5e")
-    colab = SimpleNamespace(accelerator="tpu", platform="colab", tpu=tpu)
-    cloud = SimpleNamespace(accelerator="tpu", platform="local", tpu=tpu)
-    laptop = fake_runtime()
-    # Off a TPU the CPU stand-in runs: no skip, nothing printed.
-    assert not bootstrap.skip_unless_tf_tpu(laptop, "the fit", versions={"tensorflow": "2.21.0"})
-    assert capsys.readouterr().out == ""
-    # Colab (no TensorFlow) and Kaggle (tensorflow-cpu): skipped with one line naming the cell.
-    for versions in ({}, {"tensorflow-cpu": "2.20.0"}):
-        assert bootstrap.skip_unless_tf_tpu(colab, "the TPUStrategy fit", versions=versions)
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1 and "the TPUStrategy fit" in out and "notebook 02" in out
-    # A Cloud TPU VM with TensorFlow's TPU build: runs.
-    assert not bootstrap.skip_unless_tf_tpu(
-        cloud, "the fit", versions={"tensorflow-tpu": "2.20.0", "libtpu": "0.0.17"}
-    )
-    assert bootstrap.tf_on_tpu(cloud, {"tensorflow-tpu": "2.20.0"})
-    assert not bootstrap.tf_on_tpu(laptop, {"tensorflow": "2.21.0"})
+@pytest.mark.parametrize(("system", "machine"), [("Darwin", "arm64"), ("Windows", "AMD64"),
+                                                 ("Linux", "aarch64")])  # fmt: skip
+def test_torch_xla_missing_on_a_laptop_without_its_wheels_says_why(monkeypatch, system, machine):
+    monkeypatch.setattr(bootstrap.platform, "system", lambda: system)
+    monkeypatch.setattr(bootstrap.platform, "machine", lambda: machine)
+    monkeypatch.setattr(bootstrap, "is_installed", lambda module: module != "torch_xla")
+    with pytest.raises(ModuleNotFoundError) as info:
+        bootstrap.prepare(["torch_xla"], env={}, versions=LAPTOP_PACKAGES)
+    message = str(info.value)
+    assert "Linux on x86_64 only" in message and f"{system} on {machine}" in message
+    assert "make setup" not in message  # it would not help there
+
+
+def test_torch_xla_missing_on_linux_x86_64_points_to_make_setup(monkeypatch):
+    monkeypatch.setattr(bootstrap.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(bootstrap.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(bootstrap, "is_installed", lambda module: module != "torch_xla")
+    with pytest.raises(ModuleNotFoundError, match="make setup"):
+        bootstrap.prepare(["torch_xla"], env={}, versions=LAPTOP_PACKAGES)

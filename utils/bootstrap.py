@@ -14,6 +14,12 @@ Framework-free: this module decides *what* is missing by looking at installed pa
   Keras 3 + JAX runs as shipped on both. It never installs ``tensorflow-tpu`` over a runtime's
   libtpu unless asked (``prepare(..., install_tensorflow_tpu=True)``), because Colab's
   maintainers warn that it may break the other frameworks (googlecolab/colabtools#5174).
+* It never stops a notebook whose next sections can run. Where TensorFlow cannot use the TPU it
+  says so in one line and returns a :class:`Prepared` runtime; each cell that needs TensorFlow
+  gates itself with one line, ``if bootstrap.tf_runs_here(rt, "what this cell shows"):``,
+  which prints ``Skipped on this runtime: ...`` (and how to get it) where it cannot run.
+  Host-side TensorFlow (``tf.data``) runs wherever TensorFlow imports
+  (``tf_runs_here(rt, ..., host_only=True)``).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from utils import runtime
 
@@ -44,6 +51,18 @@ TF_TPU_RISK = (
     "runtime before using JAX or torch_xla again."
 )
 TORCH_XLA_VERSION = "2.9.0"  # its binary needs exactly the same torch version
+# Host-side TensorFlow (tf.data, TFRecords) for a TPU runtime that ships none (Colab), installed
+# by the set-up cell automatically. Why that is safe, checked against Colab's TPU image
+# (shared/platforms/colab-tpu-2026-08.txt):
+# - tensorflow-cpu has no TPU kernels and no libtpu, so it cannot take the chips from JAX or
+#   torch_xla; Kaggle's TPU image ships this very version next to jax[tpu] 0.7.2 and torch_xla.
+# - Its wheel (cp313 exists) requires numpy>=1.26.0, protobuf>=5.28.0, keras>=3.10.0,
+#   ml_dtypes>=0.5.1,<1, h5py>=3.11.0: Colab's numpy 2.1.3, protobuf 7.35.1, keras 3.13.2,
+#   ml_dtypes 0.6.0 and h5py 3.16.0 all satisfy them, so pip replaces none of Colab's packages
+#   (a dry run on a venv with Colab's pins changed none of them). Its generated protobuf code is
+#   5.28.3, which protobuf 7's runtime check accepts (it refuses only gencode newer than itself).
+# tensorflow-tpu stays an opt-in (INSTALL_TENSORFLOW_TPU): it brings its own libtpu (TF_TPU_RISK).
+TENSORFLOW_CPU_VERSION = "2.20.0"
 
 # Import name -> distribution name, for the packages the notebooks ask for.
 DISTRIBUTIONS: Mapping[str, str] = {
@@ -98,9 +117,9 @@ def install_plan(
     for module in missing:
         if module == "tensorflow":
             if on_tpu:
-                # Plain tensorflow has no TPU kernels (ConfigureDistributedTPU is missing);
-                # tensorflow-tpu brings libtpu from PyPI itself.
-                plan.append([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}"])
+                # Host-side TensorFlow only: no TPU kernels, no libtpu (see
+                # TENSORFLOW_CPU_VERSION); tensorflow-tpu is the opt-in of prepare().
+                plan.append([f"tensorflow-cpu=={TENSORFLOW_CPU_VERSION}"])
             else:
                 plan.append([f"tensorflow=={TENSORFLOW_VERSION}"])
         elif module == "torch_xla":
@@ -244,8 +263,73 @@ def describe_stacks(statuses: Sequence[StackStatus]) -> str:
     return "\n".join(f"{s.stack:<{width}}  {s.verdict:<16}  {s.detail}" for s in statuses)
 
 
-class TensorFlowTPUError(RuntimeError):
-    """TensorFlow was asked for on a TPU where the installed TensorFlow cannot use it."""
+@dataclass(frozen=True)
+class Prepared(runtime.Runtime):
+    """What :func:`prepare` returns: ``runtime.detect()``'s answer plus what TensorFlow can do here.
+
+    Attributes:
+        tf_on_device: TensorFlow can run its model on this runtime's device: on a TPU only with
+            ``tensorflow-tpu`` (or a legacy TPU Node); on a CPU or GPU whenever it is installed.
+        tf_host: TensorFlow imports, so host-side work (``tf.data``, TFRecords) runs, e.g.
+            Kaggle's ``tensorflow-cpu`` on a TPU.
+        tf_note: on a runtime where ``tf_on_device`` is False, how to get TensorFlow there.
+    """
+
+    tf_on_device: bool = False
+    tf_host: bool = False
+    tf_note: str = ""
+
+
+def tf_runs_here(rt: runtime.Runtime, what: str, *, host_only: bool = False) -> bool:
+    """The one-line gate of a TensorFlow cell: True when it can run on this runtime.
+
+    Otherwise it prints ``Skipped on this runtime: <what> (<how to get it>)`` and returns False,
+    so the notebook goes on with its next cell. In a notebook::
+
+        if bootstrap.tf_runs_here(rt, "TPUStrategy training of the seed CNN"):
+            ...  # the cell's code, indented once
+
+    Args:
+        rt: what :func:`prepare` returned.
+        what: what the cell shows, for the skip line.
+        host_only: the cell needs TensorFlow on the host only (``tf.data``, TFRecords), not
+            TensorFlow on the TPU: it runs wherever TensorFlow imports.
+    """
+    if not isinstance(rt, Prepared):
+        raise TypeError("tf_runs_here needs the runtime that bootstrap.prepare(...) returned")
+    if host_only:
+        if rt.tf_host:
+            return True
+        how = (
+            f"needs TensorFlow, which is not installed here: pip install "
+            f"tensorflow-cpu=={TENSORFLOW_CPU_VERSION}, then restart the runtime"
+        )
+    else:
+        if rt.tf_on_device:
+            return True
+        how = rt.tf_note or "needs TensorFlow, which is not installed here (make setup)"
+    print(f"Skipped on this runtime: {what} ({how}).")
+    return False
+
+
+def _system() -> str:
+    return f"{platform.system() or 'an unknown system'} on {platform.machine() or 'unknown'}"
+
+
+def torch_xla_wheels_here() -> bool:
+    """torch_xla ships wheels for Linux x86_64 only (requirements.txt skips it elsewhere)."""
+    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+
+
+def _pip(args: Sequence[str]) -> str | None:
+    """``pip install -q args`` in this kernel's Python; None on success, else the error text."""
+    command = [sys.executable, "-m", "pip", "install", "-q", *args]
+    print("Installing what this runtime lacks:", " ".join(args))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode == 0:
+        return None
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+    return f"pip failed ({' '.join(command)}):\n{tail}"
 
 
 def prepare(
@@ -255,7 +339,7 @@ def prepare(
     allow_install: bool | None = None,
     install_tensorflow_tpu: bool = False,
     versions: Mapping[str, str | None] | None = None,
-) -> runtime.Runtime:
+) -> Prepared:
     """Get this kernel ready for a notebook and return where it runs (``runtime.detect()``).
 
     Args:
@@ -270,21 +354,23 @@ def prepare(
         versions: installed distributions (default: read from package metadata); tests fake it.
 
     On a TPU it prints what each stack can do here (:func:`stack_status`), so "ready" is never
-    silent.
+    silent. Where the notebook needs TensorFlow on a TPU that its TensorFlow cannot use, it does
+    not stop: it installs ``tensorflow-cpu`` where there is no TensorFlow at all (host-side
+    ``tf.data``; see :data:`TENSORFLOW_CPU_VERSION`), prints one line, and the returned
+    ``tf_on_device`` is False, so :func:`tf_runs_here` skips the cells that need the TPU.
 
     Raises:
         ModuleNotFoundError: a needed package is missing and may not be installed here; the
             message says how to get it.
-        TensorFlowTPUError: ``"tensorflow"`` is needed on a TPU where the installed TensorFlow
-            has no TPU kernels (or there is none), and ``install_tensorflow_tpu`` is False: the
-            message names what is installed, the JAX route and the opt-in with its risk.
-        RuntimeError: pip failed; the message holds the command and pip's last lines.
+        RuntimeError: pip failed; the message holds the command and pip's last lines (a failed
+            ``tensorflow-cpu`` install on a TPU only prints, since the TPU sections still run).
     """
     env = os.environ if env is None else env
     for key, value in QUIET_ENV.items():
         env.setdefault(key, value)
 
-    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    read_versions = versions is None
+    v = _installed_versions(STACK_DISTRIBUTIONS) if read_versions else dict(versions)
     rt = runtime.detect(env=env, frameworks={**{n: None for n in runtime.FRAMEWORKS}, **v})
     on_tpu_vm = rt.accelerator == "tpu" and rt.tpu is not None and rt.tpu.mode == "vm"
     if rt.accelerator == "tpu":
@@ -294,32 +380,35 @@ def prepare(
     hosted = rt.platform in ("colab", "kaggle") and env.get("COURSE_NO_INSTALL") != "1"
     if allow_install is None:
         allow_install = hosted
-    plans: list[list[str]] = []
     tf_dist = tensorflow_distribution(v)
-    if "tensorflow" in needs and on_tpu_vm and tf_dist != "tensorflow-tpu":
-        found = f"{tf_dist} {v[tf_dist]} is installed" if tf_dist else "TensorFlow is not installed"
-        if not install_tensorflow_tpu:
-            raise TensorFlowTPUError(
-                f"This notebook uses TensorFlow on the TPU, but {found}"
-                + (
-                    ": it imports, but has no TPU kernels, so TPUStrategy would fail. "
-                    if tf_dist
-                    else ". "
-                )  # fmt: skip
-                + "Keras 3 + JAX runs on this TPU with nothing to install: notebook 02. To use "
-                "TensorFlow here anyway, set INSTALL_TENSORFLOW_TPU = True in the set-up cell "
-                "(bootstrap.prepare(..., install_tensorflow_tpu=True)) and run it again. "
-                + TF_TPU_RISK
-            )
+    # TensorFlow on a TPU VM is decided here, never through `missing` below.
+    tf_on_tpu_vm = "tensorflow" in needs and on_tpu_vm
+    if tf_on_tpu_vm and tf_dist != "tensorflow-tpu" and install_tensorflow_tpu:
         if allow_install is False:
             raise ModuleNotFoundError(
                 "install_tensorflow_tpu=True but installing is off here (allow_install=False or "
                 "COURSE_NO_INSTALL=1)."
             )
         print(f"Installing tensorflow-tpu=={TENSORFLOW_TPU_VERSION} (opted in). {TF_TPU_RISK}")
-        plans.append([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}"])
+        error = _pip([f"tensorflow-tpu=={TENSORFLOW_TPU_VERSION}"])
+        if error:
+            raise RuntimeError(error + "\nRestart the runtime and run this cell again.")
+        v["tensorflow-tpu"] = TENSORFLOW_TPU_VERSION
+    elif tf_on_tpu_vm and tf_dist is None and allow_install:
+        if _pip([f"tensorflow-cpu=={TENSORFLOW_CPU_VERSION}"]) is None:
+            v["tensorflow-cpu"] = TENSORFLOW_CPU_VERSION
+        else:  # the TPU sections still run: say it in one line and go on
+            print(
+                "Could not install tensorflow-cpu (no network?): the TensorFlow cells are skipped."
+            )
 
-    missing = [m for m in needs if not is_installed(m) and not (plans and m == "tensorflow")]
+    missing = [m for m in needs if not is_installed(m) and not (tf_on_tpu_vm and m == "tensorflow")]
+    if "torch_xla" in missing and not torch_xla_wheels_here():
+        raise ModuleNotFoundError(
+            f"torch_xla publishes wheels for Linux on x86_64 only, and this is {_system()}: "
+            "this notebook cannot run here. Run it on Colab or Kaggle (TPU), or on a Linux x86_64 "
+            "machine; every other notebook runs here."
+        )
     if missing and not allow_install:
         raise ModuleNotFoundError(
             f"{', '.join(missing)} not installed for {sys.executable}. "
@@ -327,57 +416,50 @@ def prepare(
             "requirements.txt and registers the 'Python (TPU course)' kernel), then pick that "
             "kernel. On Colab or Kaggle this cell installs what is missing by itself."
         )
-    if missing:
-        plans += install_plan(rt, missing, versions=v)
-    if not plans:
-        return rt
-    for args in plans:
-        command = [sys.executable, "-m", "pip", "install", "-q", *args]
-        print("Installing what this runtime lacks:", " ".join(args))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+    for args in install_plan(rt, missing, versions=v) if missing else []:
+        error = _pip(args)
+        if error:
             raise RuntimeError(
-                f"pip failed ({' '.join(command)}):\n{tail}\n"
-                "Check the runtime has network access and see notebook 01's troubleshooting "
-                "table for known version conflicts."
+                f"{error}\nCheck the runtime has network access and see notebook 01's "
+                "troubleshooting table for known version conflicts."
             )
-    importlib.invalidate_caches()  # let find_spec see what pip just installed
-    still_missing = [m for m in missing if not is_installed(m)]
-    if still_missing:
-        raise ModuleNotFoundError(
-            f"{', '.join(still_missing)} still not importable after installing: restart the "
-            "runtime (Runtime > Restart session) and run this cell again."
+    if missing:
+        importlib.invalidate_caches()  # let find_spec see what pip just installed
+        still_missing = [m for m in missing if not is_installed(m)]
+        if still_missing:
+            raise ModuleNotFoundError(
+                f"{', '.join(still_missing)} still not importable after installing: restart the "
+                "runtime (Runtime > Restart session) and run this cell again."
+            )
+        if read_versions:
+            v = _installed_versions(STACK_DISTRIBUTIONS)
+    return _prepared(rt, v, show="tensorflow" in needs)
+
+
+def _prepared(rt: runtime.Runtime, v: Mapping[str, str | None], *, show: bool) -> Prepared:
+    """``rt`` with what TensorFlow can do on it; on a TPU where it cannot, one printed line."""
+    dist = tensorflow_distribution(v)
+    tf_host = dist is not None
+    tpu = rt.tpu if rt.accelerator == "tpu" else None
+    if tpu is None:
+        tf_on_device, note = tf_host, ""
+    elif tpu.generation == "tpu7x":
+        tf_on_device, note = False, "TensorFlow does not support TPU7x: JAX or PyTorch run it"
+    elif tpu.mode == "node" or dist == "tensorflow-tpu":
+        tf_on_device, note = tf_host, ""
+    else:
+        tf_on_device = False
+        note = (
+            "needs TensorFlow on the TPU: set INSTALL_TENSORFLOW_TPU = True in the set-up cell "
+            "and run the notebook again, or use a Cloud TPU VM with tensorflow-tpu"
         )
-    return rt
-
-
-def tf_on_tpu(rt: runtime.Runtime, versions: Mapping[str, str | None] | None = None) -> bool:
-    """Whether TensorFlow can drive this runtime's TPU (a TPU with ``tensorflow-tpu``)."""
-    if rt.accelerator != "tpu":
-        return False
-    status = {s.stack: s for s in stack_status(rt, versions)}["TF TPUStrategy"]
-    return status.verdict == "works as shipped"
-
-
-def skip_unless_tf_tpu(
-    rt: runtime.Runtime, what: str, versions: Mapping[str, str | None] | None = None
-) -> bool:
-    """One-line gate for a cell that needs TensorFlow on the TPU: True (and a printed line) to skip.
-
-    Off a TPU it returns False: the CPU stand-in runs (``MirroredStrategy`` over virtual CPUs).
-    On a TPU whose TensorFlow cannot use it (Colab: none; Kaggle: ``tensorflow-cpu``) it prints
-    what the cell would show and how to get it, and returns True::
-
-        if not bootstrap.skip_unless_tf_tpu(rt, "training with TPUStrategy"):
-            ...
-    """
-    if rt.accelerator != "tpu" or tf_on_tpu(rt, versions):
-        return False
-    print(
-        f"Skipped on this runtime: {what} needs TensorFlow with TPU support, which this image "
-        "does not ship. Keras 3 + JAX runs here as shipped (notebook 02); for TensorFlow use a "
-        "Cloud TPU VM with a TensorFlow image, or opt in with INSTALL_TENSORFLOW_TPU = True."
-    )
-    return True
-
+    if show and tpu is not None and not tf_on_device:
+        found = f"{dist} {v[dist]}" if dist else "no TensorFlow"
+        host = "runs tf.data on the host but has no TPU kernels" if dist else "is installed"
+        print(
+            f"TensorFlow here: {found} {host}; the cells that need TensorFlow on the TPU are "
+            "skipped, each with a note (INSTALL_TENSORFLOW_TPU = True to install tensorflow-tpu; "
+            "risk: googlecolab/colabtools#5174)."
+        )
+    values = {f.name: getattr(rt, f.name) for f in fields(runtime.Runtime)}
+    return Prepared(**values, tf_on_device=tf_on_device, tf_host=tf_host, tf_note=note)

@@ -34,7 +34,7 @@ def test_installed_versions_match_the_platform_pins() -> None:
         try:
             installed = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            continue  # pinned for consistency, not needed by notebook 02
+            continue  # on the image but not needed by the notebooks: not in the platform venv
         if installed != version:
             wrong[name] = (installed, version)
     assert not wrong, f"installed vs pinned: {wrong}"

@@ -36,12 +36,39 @@ def _make(folder: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_venv_built_with_another_python_is_refused(tmp_path: Path) -> None:
-    """Before: only $(PYTHON) was checked; a 3.13 .venv went on to pip install into it."""
-    proc = _make(_course_copy(tmp_path, "3.13.1"), "check-venv")
+@pytest.mark.parametrize("version", ["3.10.13", "3.14.0"])
+def test_venv_built_with_another_python_is_refused(tmp_path: Path, version: str) -> None:
+    """Before: only $(PYTHON) was checked; a .venv of another Python went on to pip install."""
+    proc = _make(_course_copy(tmp_path, version), "check-venv")
     assert proc.returncode != 0
-    assert "The existing .venv was built with Python 3.13" in proc.stdout
-    assert "rm -rf .venv && make setup PYTHON=python3.11" in proc.stdout
+    assert f"The existing .venv was built with Python {version[:4]}" in proc.stdout
+    assert "needs 3.11-3.13" in proc.stdout
+    assert "rm -rf .venv && make setup PYTHON=python3.13" in proc.stdout
+
+
+def test_venv_elsewhere_is_checked_too(tmp_path: Path) -> None:
+    """`make setup PYTHON=python3.13 VENV=...` builds and checks another venv, not .venv."""
+    folder = _course_copy(tmp_path, "3.10.13")
+    (folder / ".venv").rename(folder / "venv313")
+    proc = _make(folder, "check-venv", "VENV=venv313")
+    assert proc.returncode != 0 and "The existing venv313 was built with Python 3.10" in proc.stdout
+    dry = _make(folder, "-n", "setup", "VENV=other", "PYTHON=python3.13")
+    assert "other/bin/python -m pip install -q -r requirements.txt" in dry.stdout
+
+
+def test_python_outside_3_11_to_3_13_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    folder = _course_copy(tmp_path, None)
+    fake = tmp_path / "python3.10"
+    fake.write_text(
+        "#!/bin/sh\nexec "
+        + sys.executable
+        + ' -c "import sys; sys.version_info = (3, 10, 0); exec(sys.argv[2])" -c "$2"\n'
+    )
+    fake.chmod(0o755)
+    proc = _make(folder, "setup", f"PYTHON={fake}")
+    assert proc.returncode != 0
+    assert "This course needs Python 3.11-3.13" in proc.stdout + proc.stderr
+    assert not (folder / ".venv").exists()
 
 
 def test_broken_venv_is_refused(tmp_path: Path) -> None:
@@ -49,7 +76,7 @@ def test_broken_venv_is_refused(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "The existing .venv is broken" in proc.stdout
 
 
-@pytest.mark.parametrize("version", ["3.11.7", None])
+@pytest.mark.parametrize("version", ["3.11.7", "3.13.0", None])
 def test_good_or_missing_venv_passes(tmp_path: Path, version: str | None) -> None:
     proc = _make(_course_copy(tmp_path, version), "check-venv")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import shutil
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,3 +100,146 @@ def test_canonical_splits_one_string_sources() -> None:
     out = nbtools.canonical(nb)
     assert out["cells"][0]["source"] == ["a = 1\n", "b = 2\n"]
     assert out["cells"][0]["outputs"][0]["text"] == ["x\n", "y\n"]
+
+
+# --------------------------------------------------------------------------- the set-up cell
+def _copy_course(tmp_path: Path, monkeypatch) -> Path:
+    copy = tmp_path / "course"
+    (copy / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "CONTRIBUTING.md", copy / "CONTRIBUTING.md")
+    for nb in NOTEBOOKS:
+        shutil.copy(nb, copy / "notebooks" / nb.name)
+    monkeypatch.setattr(nbtools, "ROOT", copy)
+    monkeypatch.setattr(nbtools, "NOTEBOOKS", copy / "notebooks")
+    return copy
+
+
+def test_every_notebook_starts_with_contributings_set_up_block_and_its_ref():
+    """After merging: `make sync-setup` makes this pass (CONTRIBUTING.md holds the block)."""
+    block, ref = nbtools.setup_block(), nbtools.setup_ref()
+    assert f'COURSE_REF = "{ref}"' in block and "GIT_TERMINAL_PROMPT" in block
+    assert nbtools.check_setup() == []
+    for path in NOTEBOOKS:
+        setup = "".join(nbtools._setup_cell(json.loads(path.read_text("utf-8")))["source"])
+        assert setup.startswith(block), path.name
+        assert "bootstrap.prepare(" in nbtools.split_setup(setup)[1], path.name
+
+
+def test_sync_setup_rewrites_only_the_set_up_block_of_every_copy(tmp_path, monkeypatch):
+    copy = _copy_course(tmp_path, monkeypatch)
+    before = {p.name: json.loads(p.read_text("utf-8")) for p in nbtools.setup_notebooks()}
+    with pytest.raises(ValueError, match="tag or commit"):
+        nbtools.sync_setup("v1 ; rm -rf /")
+    changed = nbtools.sync_setup("v9.8.7")
+    assert copy / "CONTRIBUTING.md" in changed
+    assert nbtools.setup_ref() == "v9.8.7" and nbtools.check_setup() == []
+    assert 'COURSE_REF = "v9.8.7"' in (copy / "CONTRIBUTING.md").read_text("utf-8")
+    for path in nbtools.setup_notebooks():
+        nb, old = json.loads(path.read_text("utf-8")), before[path.name]
+        cell, old_cell = nbtools._setup_cell(nb), nbtools._setup_cell(old)
+        block, tail = nbtools.split_setup("".join(cell["source"]))
+        assert block == nbtools.setup_block() and 'COURSE_REF = "v9.8.7"' in block
+        assert tail == nbtools.split_setup("".join(old_cell["source"]))[1]  # its own needs kept
+        assert all(line.count("\n") <= 1 for line in cell["source"])
+        cell["source"] = old_cell["source"]
+        assert nb == old, f"{path.name}: more than the set-up cell changed"
+    assert nbtools.sync_setup() == []  # nothing left to rewrite
+    assert nbtools.main(["check-setup"]) == 0
+
+
+def test_check_setup_names_a_notebook_that_drifted(tmp_path, monkeypatch):
+    _copy_course(tmp_path, monkeypatch)
+    nbtools.sync_setup()
+    path = nbtools.setup_notebooks()[0]
+    nb = json.loads(path.read_text("utf-8"))
+    nbtools._setup_cell(nb)["source"][0] = "# edited by hand\n"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert [p.split(":")[0] for p in nbtools.check_setup()] == [path.name]
+    assert nbtools.main(["check-setup"]) == 1
+
+
+# The set-up block run as Colab would run it, with github.com mapped (git's url.insteadOf) onto a
+# local repository or onto a 127.0.0.1 server: no test reaches the network.
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, timeout=60)
+
+
+def _run_setup(tmp_path: Path, ref: str, github: str) -> subprocess.CompletedProcess:
+    block = nbtools.SETUP_REF.sub(f'COURSE_REF = "{ref}"', nbtools.setup_block())
+    script = tmp_path / "setup_cell.py"
+    script.write_text(block + "print('bootstrap says', bootstrap.MARK)\n", encoding="utf-8")
+    work = tmp_path / "colab"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if "ASKPASS" not in k and not k.startswith("GIT")}
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1", HOME=str(tmp_path), GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0=f"url.{github}.insteadOf", GIT_CONFIG_VALUE_0="https://github.com/",
+    )  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=work, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@needs_git
+def test_set_up_cell_fetches_the_recorded_ref_not_the_newest_commit(tmp_path):
+    origin = tmp_path / "remotes" / COURSE_REPO
+    (origin / "utils").mkdir(parents=True)
+    (origin / "utils" / "__init__.py").write_text("")
+    (origin / "utils" / "runtime.py").write_text("")
+    (origin / "utils" / "bootstrap.py").write_text("MARK = 'the tagged commit'\n")
+    _git(origin, "init", "-q")
+    _git(
+        origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x", "--allow-empty"
+    )
+    _git(origin, "add", ".")
+    _git(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "course")
+    _git(origin, "tag", "v-test")
+    (origin / "utils" / "bootstrap.py").write_text("MARK = 'a newer commit'\n")
+    _git(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "newer")
+
+    done = _run_setup(tmp_path, "v-test", f"file://{tmp_path / 'remotes'}/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "bootstrap says the tagged commit"
+
+
+@needs_git
+def test_set_up_cell_fails_in_one_line_when_the_ref_cannot_be_fetched(tmp_path):
+    (tmp_path / "remotes").mkdir()
+    done = _run_setup(tmp_path, "v-missing", f"file://{tmp_path / 'remotes'}/")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Could not fetch https://github.com/")
+    assert "at v-missing" in lines[0] and "internet" in lines[0] and "upload" in lines[0]
+    assert not (tmp_path / "colab" / "train-faster-on-tpus" / "utils").exists()
+
+
+class _AskForPassword(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # what a private or renamed repository answers
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="GitHub"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@needs_git
+def test_set_up_cell_never_prompts_for_a_password(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AskForPassword)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        done = _run_setup(tmp_path, "v-test", f"http://127.0.0.1:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Could not fetch" in lines[0], done.stderr
+    assert "terminal prompts disabled" in lines[0]

@@ -7,6 +7,12 @@
 * ``set-repo --repo owner/name``: rewrite the course's GitHub repository everywhere it appears
   (Colab links in README.md, the set-up cell of every notebook, ``utils.COURSE_REPO``).
 * ``check-repo``: exit non-zero if any of those disagree with ``utils.COURSE_REPO``.
+* ``sync-setup [--ref REF]``: the one command that rewrites the set-up cell of every notebook:
+  the common block of that cell (down to ``from utils import bootstrap``) becomes CONTRIBUTING.md's,
+  character for character; each notebook keeps the lines below it (what it needs). With
+  ``--ref``, CONTRIBUTING's ``COURSE_REF`` (the tag or commit a notebook fetches on Colab/Kaggle)
+  is set first. ``make sync-setup`` / ``make set-ref REF=...``.
+* ``check-setup``: exit non-zero if a notebook's set-up block differs from CONTRIBUTING's.
 
 Framework-free; papermill is imported only by ``refresh``.
 """
@@ -30,6 +36,13 @@ REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 REPO_FILES = ("README.md", "CONTRIBUTING.md", "utils/__init__.py")
 COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/")
 SETUP_REPO = re.compile(r'COURSE_REPO = "([^"]+)"')
+# The set-up cell: CONTRIBUTING.md holds the canonical text in its first ```python block that sets
+# COURSE_REPO; every notebook's first code cell starts with that block, down to this line.
+CONTRIBUTING = "CONTRIBUTING.md"
+SETUP_LAST_LINE = "from utils import bootstrap\n"
+SETUP_REF = re.compile(r'^COURSE_REF = "([^"]*)"', re.MULTILINE)
+# A tag, branch or commit as git accepts it on a command line (no spaces, no "..", no leading "-").
+REF_PATTERN = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
 
 def strip_papermill(nb: dict) -> dict:
@@ -147,6 +160,92 @@ def check_repo() -> list[str]:
     return problems
 
 
+def setup_block() -> str:
+    """The common block of the set-up cell, as CONTRIBUTING.md shows it (ends with a newline)."""
+    text = (ROOT / CONTRIBUTING).read_text(encoding="utf-8")
+    for fenced in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL):
+        if SETUP_REPO.search(fenced) and SETUP_LAST_LINE in fenced:
+            return fenced[: fenced.index(SETUP_LAST_LINE) + len(SETUP_LAST_LINE)]
+    raise RuntimeError(f"{CONTRIBUTING} shows no set-up cell ending in {SETUP_LAST_LINE!r}")
+
+
+def setup_ref(block: str | None = None) -> str:
+    """The ``COURSE_REF`` of the set-up block (default: CONTRIBUTING's)."""
+    match = SETUP_REF.search(setup_block() if block is None else block)
+    if not match:
+        raise RuntimeError('the set-up block has no line COURSE_REF = "..."')
+    return match.group(1)
+
+
+def set_ref(ref: str) -> bool:
+    """Set CONTRIBUTING's ``COURSE_REF``; True when the file changed."""
+    if not REF_PATTERN.match(ref):
+        raise ValueError(f"{ref!r} is not a git tag or commit")
+    path = ROOT / CONTRIBUTING
+    text = path.read_text(encoding="utf-8")
+    block = setup_block()
+    new_block = SETUP_REF.sub(f'COURSE_REF = "{ref}"', block, count=1)
+    if new_block == block:
+        return False
+    path.write_text(text.replace(block, new_block, 1), encoding="utf-8")
+    return True
+
+
+def _setup_cell(nb: dict) -> dict:
+    return next(c for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def split_setup(source: str) -> tuple[str, str]:
+    """A set-up cell's source -> (common block, the notebook's own lines below it)."""
+    if SETUP_LAST_LINE not in source:
+        raise ValueError(f"no line {SETUP_LAST_LINE.strip()!r} in the set-up cell")
+    end = source.index(SETUP_LAST_LINE) + len(SETUP_LAST_LINE)
+    return source[:end], source[end:]
+
+
+def setup_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
+
+
+def sync_setup(ref: str | None = None) -> list[Path]:
+    """Rewrite every notebook's set-up block to CONTRIBUTING's (after ``set_ref(ref)``).
+
+    Returns the files changed. Only the set-up cell's source changes; the rest of each notebook
+    is written back as it was (canonical JSON, as ``nbformat.write`` stores it).
+    """
+    changed = []
+    if ref is not None and set_ref(ref):
+        changed.append(ROOT / CONTRIBUTING)
+    block = setup_block()
+    for path in setup_notebooks():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cell = _setup_cell(nb)
+        old, tail = split_setup("".join(cell["source"]))
+        if old != block:
+            cell["source"] = (block + tail).splitlines(keepends=True)
+            _write_json_atomic(path, nb)
+            changed.append(path)
+    return changed
+
+
+def check_setup() -> list[str]:
+    """Problems: notebooks whose set-up block is not CONTRIBUTING's."""
+    block, problems = setup_block(), []
+    for path in setup_notebooks():
+        source = "".join(_setup_cell(json.loads(path.read_text(encoding="utf-8")))["source"])
+        try:
+            old = split_setup(source)[0]
+        except ValueError as exc:
+            problems.append(f"{path.name}: {exc}")
+            continue
+        if old != block:
+            problems.append(
+                f"{path.name}: the set-up cell differs from CONTRIBUTING.md's "
+                "(run `make sync-setup`)"
+            )
+    return problems
+
+
 def _paths(names: Iterable[str]) -> list[Path]:
     paths = [Path(n) for n in names]
     missing = [str(p) for p in paths if not p.exists()]
@@ -166,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_set = sub.add_parser("set-repo", help="rewrite the course repository everywhere")
     p_set.add_argument("--repo", required=True, help="owner/name on GitHub")
     sub.add_parser("check-repo", help="check every file names utils.COURSE_REPO")
+    p_sync = sub.add_parser("sync-setup", help="rewrite every notebook's set-up cell")
+    p_sync.add_argument("--ref", help="set COURSE_REF (tag or commit) first")
+    sub.add_parser("check-setup", help="check every set-up cell is CONTRIBUTING's")
     args = parser.parse_args(argv)
 
     if args.command == "refresh":
@@ -187,7 +289,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in changed:
             print("rewrote", path.relative_to(ROOT))
         return 0
-    problems = check_repo()
+    if args.command == "sync-setup":
+        try:
+            changed = sync_setup(args.ref)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        for path in changed:
+            print("rewrote", path.relative_to(ROOT))
+        print(f"set-up cells: COURSE_REF = {setup_ref()!r}, {len(changed)} file(s) rewritten")
+        return 0
+    problems = check_setup() if args.command == "check-setup" else check_repo()
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

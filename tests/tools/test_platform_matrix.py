@@ -1,0 +1,80 @@
+"""utils.tools.platform_matrix: verdicts from executed notebooks, the set-up replay, the table."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from utils.tools import platform_matrix as pm
+
+
+def _code(source: str, outputs=(), status: str | None = None) -> dict:
+    meta = {"papermill": {"status": status}} if status else {}
+    return {"cell_type": "code", "source": source, "outputs": list(outputs), "metadata": meta}
+
+
+def test_first_error_names_the_code_cell_and_the_message():
+    nb = {"cells": [
+        {"cell_type": "markdown", "source": "# title", "metadata": {}},
+        _code("a = 1"),
+        _code("import tensorflow", [{"output_type": "error", "ename": "ModuleNotFoundError",
+                                     "evalue": "\x1b[0;31mNo module named 'tensorflow'\x1b[0m"}]),
+        _code("b = 2"),
+    ]}  # fmt: skip
+    assert pm.first_error(nb) == (
+        "stops at code cell 2: ModuleNotFoundError: No module named 'tensorflow'"
+    )
+    assert pm.first_error({"cells": [_code("a = 1")]}) is None
+
+
+def test_last_started_cell_is_where_a_timeout_hit():
+    nb = {"cells": [_code("a", status="completed"), _code("b", status="running"), _code("c")]}
+    assert pm.last_started_cell(nb) == 2
+
+
+def test_gated_cells_count_device_gates_not_host_only_ones():
+    nb = {"cells": [
+        _code('if bootstrap.tf_runs_here(rt, "TPUStrategy training"):\n    fit()'),
+        _code('if bootstrap.tf_runs_here(rt, "the pipeline", host_only=True):\n    bench()'),
+        _code("x = 1"),
+    ]}  # fmt: skip
+    assert pm.gated_cells(nb) == 1
+
+
+def test_replay_records_the_set_up_cells_pip_installs_and_installs_nothing(tmp_path, monkeypatch):
+    nb = {"cells": [
+        {"cell_type": "markdown", "source": "objectives", "metadata": {}},
+        _code("import os, subprocess, sys\n"
+              "assert os.environ['TPU_ACCELERATOR_TYPE'] == 'v5e-1'\n"
+              "pip = [sys.executable, '-m', 'pip', 'install', '-q']\n"
+              "subprocess.run(pip + ['tensorflow-cpu==2.20.0'])\n"
+              "subprocess.run([sys.executable, '-c', 'pass'], check=True)  # other commands run\n"),
+    ]}  # fmt: skip
+    path = tmp_path / "99_fake.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.setattr(pm, "venv_python", lambda platform: Path(sys.executable))
+    assert pm.replay_setup("colab", path) == ([["tensorflow-cpu==2.20.0"]], None)
+
+    nb["cells"][1]["source"] = "raise RuntimeError('no TPU kernels')\n"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert pm.replay_setup("colab", path) == ([], "RuntimeError: no TPU kernels")
+
+
+def test_markdown_table_has_a_row_per_notebook_and_a_column_per_platform(monkeypatch):
+    monkeypatch.setattr(pm, "venv_python", lambda platform: Path("/nonexistent/python"))
+    monkeypatch.setattr(pm, "_commit", lambda: "abc123")
+    results = [
+        pm.Result("01_x", "colab", "runs top to bottom", True, [["tensorflow-cpu==2.20.0"]],
+                  ["tensorflow-cpu==2.20.0", "tensorboard==2.20.0"], 2, 120.0),
+        pm.Result("01_x", "kaggle", "stops at code cell 3: E: a | b", False, seconds=60.0),
+    ]  # fmt: skip
+    when = datetime.datetime(2026, 12, 1, 4, 0, tzinfo=datetime.timezone.utc)
+    text = pm.markdown(results, 180.0, when, planned=["01_x", "02_y"])
+    assert "2026-12-01 04:00 UTC" in text and "commit abc123" in text and "3 min" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 01_x |"))
+    assert "runs top to bottom (set-up installs tensorflow-cpu==2.20.0; 2 cell(s) gated" in row
+    assert "stops at code cell 3: E: a \\| b (1 min)" in row
+    assert "tensorboard==2.20.0" in text
+    assert "| 02_y | not run yet | not run yet |" in text and "Partial: 2 of 4 runs" in text
