@@ -312,6 +312,16 @@ def tf_runs_here(rt: runtime.Runtime, what: str, *, host_only: bool = False) -> 
     return False
 
 
+def tf_on_tpu(rt: runtime.Runtime, versions: Mapping[str, str | None] | None = None) -> bool:
+    """Whether TensorFlow can drive this runtime's TPU (False off a TPU); ``Prepared``'s rule."""
+    if rt.accelerator != "tpu":
+        return False
+    if isinstance(rt, Prepared):
+        return rt.tf_on_device
+    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    return _prepared(rt, v, show=False).tf_on_device
+
+
 def _system() -> str:
     return f"{platform.system() or 'an unknown system'} on {platform.machine() or 'unknown'}"
 

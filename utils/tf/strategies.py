@@ -4,7 +4,10 @@
   ``OneDeviceStrategy`` on one GPU, the default strategy on a CPU, or ``MirroredStrategy`` over
   N virtual CPU devices so that the 8-core TPU code paths run on a laptop. A TPU that was found
   but could not be connected is an error (or, only when asked, a loud fallback), never the
-  silent ``except ValueError: use the CPU`` of older tutorials. Safe to re-run in a notebook.
+  silent ``except ValueError: use the CPU`` of older tutorials. On a TPU whose TensorFlow has
+  no TPU kernels (Kaggle's ``tensorflow-cpu``, or Colab's after the set-up cell installs it) it
+  says so in one line and returns the CPU strategy: the notebook's CPU stand-in, labelled as
+  such. Safe to re-run in a notebook.
 - :func:`compile_kwargs`: the ``model.compile`` extras that suit a strategy.
 - :func:`describe_strategy`, :func:`strategy_kind`: what a strategy runs on.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from utils import bootstrap
 from utils import runtime as runtime_mod
 
 # tpu_connect imports TensorFlow with its C++ start-up banners dropped (utils.native_logs).
@@ -29,6 +33,7 @@ __all__ = [
     "describe_strategy",
     "get_strategy",
     "strategy_kind",
+    "tf_cannot_use_tpu_note",
 ]
 
 DEFAULT_TPU_STEPS_PER_EXECUTION = 32
@@ -163,6 +168,10 @@ def get_strategy(
       ``MirroredStrategy`` over N logical CPU devices: the same code paths as an N-core TPU
       (global batch = per-replica batch x replicas, distributed datasets, all-reduce), slowly.
       ``virtual_cpus`` is ignored when an accelerator is used.
+    - TPU runtime whose TensorFlow cannot drive it (``utils.bootstrap.tf_on_tpu`` is False:
+      ``tensorflow-cpu`` or plain ``tensorflow`` on a TPU VM, as on Colab and Kaggle): one
+      printed line saying so, then the CPU path above, on the TPU machine's host CPU. Nothing
+      is tried against the TPU, so nothing can hang or fail there.
 
     Args:
         virtual_cpus: split the CPU into this many devices (CPU only; >= 1).
@@ -180,7 +189,9 @@ def get_strategy(
     _check_virtual_cpus(virtual_cpus)
     rt = runtime_mod.detect() if runtime is None else runtime
 
-    if tpu_address is not None or rt.accelerator == "tpu":
+    if tpu_address is None and rt.accelerator == "tpu" and not bootstrap.tf_on_tpu(rt):
+        print(tf_cannot_use_tpu_note(), flush=True)
+    elif tpu_address is not None or rt.accelerator == "tpu":
         strategy = _tpu_strategy(tpu_address, timeout_s, rt, allow_cpu_fallback)
         if strategy is not None:
             return strategy
@@ -212,6 +223,19 @@ def get_strategy(
     if key not in _STRATEGY_CACHE:
         _STRATEGY_CACHE[key] = tf.distribute.MirroredStrategy(devices)
     return _STRATEGY_CACHE[key]
+
+
+def tf_cannot_use_tpu_note() -> str:
+    """The line :func:`get_strategy` prints on a TPU whose TensorFlow has no TPU kernels."""
+    tf_dist = bootstrap.tensorflow_distribution(
+        {d: bootstrap.installed_version(d) for d in bootstrap.TENSORFLOW_DISTRIBUTIONS}
+    )
+    found = f"{tf_dist or 'TensorFlow'} {tf.__version__}"
+    return (
+        f"CPU STAND-IN: {found} has no TPU kernels, so TensorFlow runs on this TPU machine's host "
+        "CPU, not on the TPU (TPUStrategy needs tensorflow-tpu: a Cloud TPU VM with a TensorFlow "
+        "image, or INSTALL_TENSORFLOW_TPU = True in the set-up cell)."
+    )
 
 
 def _devices(strategy: tf.distribute.Strategy) -> tuple[str, ...]:
