@@ -137,6 +137,19 @@ def test_mfu_above_100_percent_raises():
         mfu.mfu(2.0, 1.0, 1.0)
 
 
+def test_one_busy_round_does_not_make_the_median_mfu_exceed_100_percent():
+    """A peak caught by a busy moment in one round: that round reads 150 %, the median 50 %."""
+    clock = FakeClock()
+    peaks = iter([200.0, 66.7, 200.0])
+    a = variant(clock, "a", lambda _n: 1.0, flops=100.0, peak="float32")
+    b = variant(clock, "b", lambda _n: 1.0)
+    result = compare.compare(
+        [a, b], rounds=3, warmup=0, peaks={"float32": lambda: next(peaks)}, clock=clock
+    )
+    assert max(result.mfu_per_round("a")) > 1.0
+    assert result.mfu("a") == 0.5
+
+
 def test_bad_input_is_refused_clearly():
     clock = FakeClock()
     a = variant(clock, "a", lambda _n: 1.0)
@@ -170,9 +183,21 @@ def test_table_and_metrics_carry_rates_and_verdicts():
 
 def test_measured_peak_times_after_a_warm_up_and_keeps_the_fastest_call():
     clock = FakeClock()
-    durations = iter([50.0, 4.0, 2.0, 3.0])  # warm-up (compile), then three timed calls
+    # warm-up (compile), one call to size the samples, then three samples of one call each
+    durations = iter([50.0, 4.0, 3.0, 2.0, 3.5])
 
     def matmul() -> None:
         clock.now += next(durations)
 
     assert mfu.measured_peak(matmul, 10, repeats=3, clock=clock) == 2 * 10**3 / 2.0
+
+
+def test_measured_peak_times_enough_calls_per_sample_to_outlast_a_scheduler_tick():
+    clock, calls = FakeClock(), []
+
+    def matmul() -> None:  # 1 ms each: a 50 ms sample needs 50 calls
+        calls.append(1)
+        clock.now += 0.001
+
+    rate = mfu.measured_peak(matmul, 10, repeats=2, min_sample_s=0.05, clock=clock)
+    assert len(calls) == 2 + 2 * 50 and rate == pytest.approx(2 * 10**3 / 0.001)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from utils.bench import Timing
-from utils.mfu import MeasurementError, mfu
+from utils.mfu import MeasurementError
 
 __all__ = [
     "Comparison",
@@ -167,16 +167,30 @@ class Comparison:
         return self.timing(name).rate_spread(self._variant(name).work)
 
     def mfu_per_round(self, name: str) -> tuple[float, ...]:
-        """Each round's achieved FLOP/s over the same round's peak (fractions)."""
+        """Each round's achieved FLOP/s over the same round's peak (fractions, unchecked)."""
         v = self._variant(name)
         if v.flops is None or v.peak is None:
             raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
         peaks = self.peaks[v.peak]
-        return tuple(mfu(v.flops, s, p) for s, p in zip(self.seconds[name], peaks, strict=True))
+        return tuple(v.flops / s / p for s, p in zip(self.seconds[name], peaks, strict=True))
 
     def mfu(self, name: str) -> float:
-        """Median over rounds of the per-round MFU."""
-        return statistics.median(self.mfu_per_round(name))
+        """Median over rounds of the per-round MFU, checked by :func:`utils.mfu.mfu`.
+
+        One round's peak can be caught by a busy moment; the median of the rounds cannot
+        exceed 100 % unless the peak is not a ceiling for this work (:class:`MeasurementError`).
+        """
+        per_round = self.mfu_per_round(name)
+        median = statistics.median(per_round)
+        if median > 1.0:
+            raise MeasurementError(
+                f"{name}: MFU {median:.0%} (median of the rounds: "
+                f"{', '.join(f'{x:.0%}' for x in per_round)}) against peak "
+                f"{self._variant(name).peak!r}. A peak that training beats is not a ceiling: "
+                "measure it at the training's dtype, through the same framework and compile "
+                "path (utils.mfu.measured_peak)."
+            )
+        return median
 
     def peak(self, key: str) -> float:
         """Median over rounds of the measured peak ``key`` (FLOP/s)."""
@@ -295,10 +309,7 @@ def compare(
     )
     for v in variants:
         if v.flops is not None and v.peak is not None:
-            try:
-                result.mfu_per_round(v.name)
-            except MeasurementError as err:
-                raise MeasurementError(f"{v.name} (peak {v.peak!r}): {err}") from None
+            result.mfu(v.name)  # raises MeasurementError when the median round is above 100 %
     return result
 
 

@@ -19,6 +19,7 @@ every notebook that trains:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -125,27 +126,33 @@ def measured_peak(
     n: int,
     *,
     sync: Callable[[], object] | None = None,
-    repeats: int = 3,
+    repeats: int = 5,
+    min_sample_s: float = 0.05,
     clock: Callable[[], float] = time.perf_counter,
 ) -> float:
     """FLOP/s of ``matmul()``, one ``(n, n) @ (n, n)`` product (``2 n^3`` FLOPs), measured now.
 
-    One untimed call (compilation), then ``repeats`` timed calls; the fastest counts, because a
-    peak is what the hardware can do and other work on the machine only ever slows a call down.
-    ``sync`` waits for an asynchronous device inside the timed region.
+    One untimed call (compilation), then ``repeats`` samples of as many calls as make a sample
+    last ``min_sample_s`` (a few milliseconds of matmul are at the mercy of one scheduler tick on
+    a shared machine); the fastest sample counts, because a peak is what the hardware can do and
+    other work only ever slows a call down. ``sync`` waits for an asynchronous device inside the
+    timed region.
     """
     if n < 1 or repeats < 1:
         raise ValueError(f"need n >= 1 and repeats >= 1, got n={n}, repeats={repeats}")
-    matmul()
-    if sync is not None:
-        sync()
-    best = float("inf")
-    for _ in range(repeats):
+
+    def timed(calls: int) -> float:
         start = clock()
-        matmul()
+        for _ in range(calls):
+            matmul()
         if sync is not None:
             sync()
-        best = min(best, clock() - start)
+        return (clock() - start) / calls
+
+    timed(1)  # compile, allocate, warm caches
+    first = timed(1)
+    calls = max(1, min(64, math.ceil(min_sample_s / first))) if first > 0 else 1
+    best = min([first, *(timed(calls) for _ in range(repeats))])
     if not best > 0:
         raise MeasurementError(f"a {n}x{n} matmul took {best!r} s: the clock or sync is wrong")
     return 2.0 * n**3 / best
