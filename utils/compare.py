@@ -37,6 +37,7 @@ __all__ = [
     "Comparison",
     "MeasurementError",
     "NO_DIFFERENCE",
+    "VERDICT_CODES",
     "Variant",
     "Verdict",
     "compare",
@@ -213,6 +214,27 @@ class Comparison:
             out[f"ratio_low_{key}"] = round(v.low, 4)
             out[f"ratio_high_{key}"] = round(v.high, 4)
         return out
+
+    def recorded(
+        self, pairs: Sequence[tuple[str, str]], *, prefix: str = ""
+    ) -> dict[str, tuple[float, str]]:
+        """:meth:`metrics` as ``utils.results.record`` takes them: ``(value, unit)``, each verdict
+        as +1 (faster), 0 (no difference) or -1 (slower) with unit ``"verdict"``."""
+        return _recorded(self.metrics(pairs, prefix=prefix))
+
+
+VERDICT_CODES = {FASTER: 1.0, NO_DIFFERENCE: 0.0, SLOWER: -1.0}
+"""How :meth:`Comparison.recorded` stores a verdict in a results file (unit ``"verdict"``)."""
+
+
+def _recorded(metrics: Mapping[str, object]) -> dict[str, tuple[float, str]]:
+    out = {}
+    for key, value in metrics.items():
+        if key.startswith("verdict_"):
+            out[key] = (VERDICT_CODES[str(value)], "verdict")
+        else:
+            out[key] = (float(value), "x")  # type: ignore[arg-type]
+    return out
 
 
 def _slug(name: str) -> str:
