@@ -361,11 +361,11 @@ class StepPrediction:
         if self.input_s:
             rows.append(f"{'input':<14} {self.input_s * 1e3:.3f} ms per step (host -> device)")
         rows.append(
-            f"step {self.step_s * 1e3:.3f} ms = layers {self.layers_s * 1e3:.3f} + optimizer "
-            f"{self.optimizer_s * 1e3:.3f} + host {self.host_s * 1e3:.3f}"
-            + (f" + input {self.input_s * 1e3:.3f}" if self.input_s else "")
-            + f"; "
-            f"{self.images_per_s:,.0f} images/s, MFU {self.mfu:.1%} ({self.bound}-bound)"
+            f"predicted step {sig(self.step_s * 1e3)} ms = layers {sig(self.layers_s * 1e3)} + "
+            f"optimizer {sig(self.optimizer_s * 1e3)} + host {sig(self.host_s * 1e3)}"
+            + (f" + input {sig(self.input_s * 1e3)}" if self.input_s else "")
+            + f"; {sig(self.images_per_s)} images/s, MFU {sig(self.mfu * 100)}% "
+            f"({self.bound}-bound)"
         )
         return "\n".join(rows)
 
@@ -546,10 +546,10 @@ def diagnose(pred: StepPrediction, measured_step_s: float) -> str:
     err = relative_error(pred.step_s, measured_step_s)
     implied_flops = pred.model_flops / max(measured_step_s - pred.host_s, 1e-12)
     lines = [
-        f"measured {measured_step_s * 1e3:.2f} ms vs predicted {pred.step_s * 1e3:.2f} ms "
-        f"({err:+.0%}): compute terms {pred.compute_s * 1e3:.2f} ms, memory terms "
-        f"{pred.memory_s * 1e3:.2f} ms, host {pred.host_s * 1e3:.2f} ms",
-        f"  the measured step implies {implied_flops / 1e9:,.1f} GFLOP/s of model math "
+        f"measured {sig(measured_step_s * 1e3)} ms vs predicted {sig(pred.step_s * 1e3)} ms "
+        f"({err:+.0%}): compute terms {sig(pred.compute_s * 1e3)} ms, memory terms "
+        f"{sig(pred.memory_s * 1e3)} ms, host {sig(pred.host_s * 1e3)} ms",
+        f"  the measured step implies {sig(implied_flops / 1e9)} GFLOP/s of model math "
         f"({implied_flops / pred.machine.peak_flops:.0%} of the peak the model assumes)",
     ]
     if abs(err) > 0.3:
