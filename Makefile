@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh load-drill: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench report set-repo-url sync-setup set-ref clean load-drill
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice report set-repo-url sync-setup set-ref clean load-drill
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -36,7 +36,8 @@ help:
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make load-drill  unit tests with a CPU hog beside them (HOGS=4; DRILL_NB=08 adds nbval of one notebook)"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
-	@echo "make bench    tf.data pipeline benchmark, then the training ladder (MFU per rung, roofline error)"
+	@echo "make bench    the training ladder on Keras + JAX (verdict per rung), then the TF benchmarks (Cloud TPU VMs)"
+	@echo "make twice NB=09  run a notebook twice (second time beside a CPU hog); fail on opposite verdicts"
 	@echo "make report   merge build/results and results/ from several machines into build/report.md"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
@@ -146,9 +147,19 @@ format: $(STAMP)
 refresh: $(STAMP)
 	$(BIN)/python -m utils.tools.nbtools refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
 
+# The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved
+# rounds; then the TensorFlow benchmarks, for Cloud TPU VMs with a TF image (and this CPU).
 bench: $(STAMP)
+	KERAS_BACKEND=jax $(BIN)/python -m utils.jax.ladder_bench
+	@echo "--- TensorFlow (for Cloud TPU VMs with a TF image) ---"
 	$(BIN)/python -m utils.tf.input_bench
-	$(BIN)/python -m utils.tf.train_ladder
+	KERAS_BACKEND=tensorflow $(BIN)/python -m utils.tf.train_ladder
+
+# Maintainer check: run notebook NB twice (the second time beside a 2-process CPU hog) and fail
+# on opposite verdicts. Heavy: on a shared machine, prefix it with the course's lock.
+twice: $(STAMP)
+	@test -n "$(NB)" || (echo "usage: make twice NB=09" && exit 2)
+	COURSE_OFFLINE=1 $(BIN)/python -m utils.tools.twice $(NB) --kernel $(KERNEL)
 
 report: $(STAMP)
 	$(BIN)/python -m utils.tools.report build/results results --out build/report.md

@@ -79,3 +79,22 @@ def test_seed_cnn_layers_chain() -> None:
     assert params == 122_570
     one = flops.seed_cnn_costs(batch=1)
     assert all(b.flops == 4 * a.flops for a, b in zip(one, layers, strict=True))
+
+
+def test_valid_padding_with_a_stride() -> None:
+    # (32 - 3) // 2 + 1 = 15 outputs per side; 'same' gives ceil(32 / 2) = 16
+    valid = flops.conv2d_cost((32, 32, 3), 8, 3, stride=2, padding="valid")
+    assert valid.output_shape == (1, 15, 15, 8)
+    assert valid.matmul == (15 * 15, 27, 8)
+    assert flops.conv2d_cost((7, 7, 1), 1, 3, stride=1).output_shape == (1, 5, 5, 1)
+    assert flops.conv2d_cost((8, 8, 1), 1, 2, stride=2).output_shape == (1, 4, 4, 1)
+
+
+def test_seed_cnn_costs_at_other_widths() -> None:
+    wide = flops.seed_cnn_costs(2, channels=(128, 128, 128), dense=128)
+    assert [c.output_shape for c in wide if c.name.startswith("conv")] == [
+        (2, 30, 30, 128),
+        (2, 13, 13, 128),
+        (2, 4, 4, 128),
+    ]
+    assert wide[-2].matmul == (2, 4 * 4 * 128, 128)

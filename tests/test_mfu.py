@@ -24,3 +24,18 @@ def test_mfu_and_peaks() -> None:
         mfu.peak_flops()
     with pytest.raises(ValueError):
         mfu.mfu(1e9, 0.0, 1e9)
+
+
+def test_published_peaks_per_generation() -> None:
+    """Each generation's own figure (Cloud TPU docs); a swap between two of them fails here."""
+    assert mfu.PUBLISHED_PEAK_TFLOPS == {
+        "v2": 45.0,
+        "v3": 123.0,
+        "v4": 275.0,
+        "v5e": 197.0,
+        "v5p": 459.0,
+        "v6e": 918.0,
+        "tpu7x": 2307.0,
+    }
+    assert mfu.peak_flops(tpu_generation="v6e", chips=2) == 2 * 918e12
+    assert mfu.peak_flops(tpu_generation="V5P") == 459e12

@@ -41,24 +41,23 @@ def test_training_costs_by_hand() -> None:
 
 
 def test_bf16_halves_the_bytes_not_the_flops() -> None:
-    fp32 = roofline.training_costs(roofline.cnn_costs(4, dtype_bytes=4))
-    bf16 = roofline.training_costs(roofline.cnn_costs(4, dtype_bytes=2))
+    fp32 = roofline.training_costs(flops.seed_cnn_costs(4, dtype_bytes=4))
+    bf16 = roofline.training_costs(flops.seed_cnn_costs(4, dtype_bytes=2))
     assert [c.flops for c in fp32] == [c.flops for c in bf16]
     assert [c.bytes for c in fp32] == [2 * c.bytes for c in bf16]
 
 
-def test_cnn_costs_default_is_the_seed() -> None:
-    seed = flops.seed_cnn_costs(8)
-    mine = roofline.cnn_costs(8)
-    assert [(c.name, c.flops, c.bytes) for c in mine] == [(c.name, c.flops, c.bytes) for c in seed]
-    wide = roofline.cnn_costs(8, channels=(128, 256, 256), dense=256)
+def test_one_cnn_cost_function_at_any_width() -> None:
+    assert not hasattr(roofline, "cnn_costs")  # one CNN cost function: flops.seed_cnn_costs
+    mine = flops.seed_cnn_costs(8)
+    wide = flops.seed_cnn_costs(8, channels=(128, 256, 256), dense=256)
     assert wide[2].matmul == (8 * 13 * 13, 9 * 128, 256)
     assert mfu.training_flops(wide) > 10 * mfu.training_flops(mine)
 
 
 def test_parameter_count_and_mxu_fill() -> None:
     # seed CNN: 896 + 18,496 + 36,928 + 65,600 + 650 = 122,570 parameters (Keras' summary)
-    assert roofline.parameter_count(roofline.cnn_costs(1)) == 122_570
+    assert roofline.parameter_count(flops.seed_cnn_costs(1)) == 122_570
     assert roofline.mxu_efficiency((900, 27, 32), 128) == pytest.approx(27 / 128 * 32 / 128)
     assert roofline.mxu_efficiency((900, 1152, 128), 128) == 1.0
     assert roofline.mxu_efficiency((900, 1152, 128), 256) == pytest.approx(1152 / 1280 * 0.5)
@@ -84,7 +83,7 @@ def test_predict_step_is_the_sum_of_per_layer_maxima() -> None:
 
 
 def test_mfu_uses_the_machines_own_peak() -> None:
-    layers = roofline.cnn_costs(16)
+    layers = flops.seed_cnn_costs(16)
     slow = roofline.cpu_machine(50e9, 10e9)
     fast = roofline.cpu_machine(100e9, 10e9)
     p_slow = roofline.predict_step(layers, slow, batch=16)
@@ -99,7 +98,7 @@ def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
     assert v5e.peak_flops == 197e12 and v5e.bandwidth == 819e9 and v5e.mxu == 128
     assert v5e.ridge == pytest.approx(197e12 / 819e9)
     assert roofline.PUBLISHED["v6e"].mxu == 256
-    pred = roofline.predict_step(roofline.cnn_costs(128, dtype_bytes=2), v5e, batch=128)
+    pred = roofline.predict_step(flops.seed_cnn_costs(128, dtype_bytes=2), v5e, batch=128)
     by_name = {lt.name: lt for lt in pred.layers}
     assert by_name["pool1"].bound == "memory"
     assert by_name["conv1"].mxu_fill == pytest.approx(27 / 128 * 32 / 128)
@@ -110,7 +109,7 @@ def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
 
 def test_steps_per_execution_only_divides_the_host_term() -> None:
     m = roofline.PUBLISHED["v5e"].with_host_overhead(2e-3)
-    layers = roofline.cnn_costs(128, dtype_bytes=2)
+    layers = flops.seed_cnn_costs(128, dtype_bytes=2)
     one = roofline.predict_step(layers, m, batch=128, steps_per_execution=1)
     many = roofline.predict_step(layers, m, batch=128, steps_per_execution=64)
     assert one.device_s == pytest.approx(many.device_s)
@@ -131,7 +130,7 @@ def test_relative_error_and_diagnose() -> None:
     assert roofline.relative_error(1.3, 1.0) == pytest.approx(0.3)
     with pytest.raises(ValueError):
         roofline.relative_error(1.0, 0.0)
-    pred = roofline.predict_step(roofline.cnn_costs(8), roofline.cpu_machine(1e10, 1e10), batch=8)
+    pred = roofline.predict_step(flops.seed_cnn_costs(8), roofline.cpu_machine(1e10, 1e10), batch=8)
     text = roofline.diagnose(pred, pred.step_s * 2)
     assert "compute terms" in text and "too optimistic" in text
     assert "too" not in roofline.diagnose(pred, pred.step_s)
@@ -155,3 +154,64 @@ def test_machine_validation_and_plot() -> None:
     assert len(fig.axes) == 2
     with pytest.raises(ValueError):
         roofline.plot_ladder(["a"], [1, 2], [0.1], [1], [0.1])
+
+
+def test_one_backward_rule() -> None:
+    layers = _small_net()
+    assert (
+        [c.passes for c in roofline.training_costs(layers)]
+        == [mfu.training_passes(i, layer) for i, layer in enumerate(layers)]
+        == [2, 2, 3]
+    )
+    assert not hasattr(mfu, "_BACKWARD_LAYERS")
+
+
+def test_published_figures_cite_public_sources_only() -> None:
+    for name, machine in roofline.PUBLISHED.items():
+        assert "https://" in machine.source, name
+        assert "/work/" not in machine.source and "notes/" not in machine.source, name
+    # v2 HBM: one figure, one source (JAX's tpu_info table: 7.16e11 B/s)
+    assert roofline.PUBLISHED["v2"].bandwidth == 716e9
+    assert "tpu_info" in roofline.PUBLISHED["v2"].source
+
+
+def test_sig_rounds_to_two_significant_figures() -> None:
+    assert roofline.sig(1_168_381) == "1,200,000"
+    assert roofline.sig(0.4478) == "0.45"
+    assert roofline.sig(17.2) == "17"
+    assert roofline.sig(0.0) == "0"
+    assert roofline.sig(9.96) == "10"
+
+
+def test_calibration_and_band() -> None:
+    cal = roofline.calibration()
+    assert 0.2 < cal.ratio < 1.0  # the roofline is a best case for the published run
+    assert cal.published_per_chip == pytest.approx(90 * 1_281_167 / (17 * 3600) / 4)
+    v5e = roofline.PUBLISHED["v5e"]
+    layers = flops.seed_cnn_costs(128, dtype_bytes=2)
+    best = roofline.predict_step(layers, v5e, batch=128, host_s=1e-3)
+    worst = roofline.predict_step(layers, v5e, batch=128, host_s=2e-3)
+    band = roofline.band(best, cal, worst=worst)
+    assert band.high == pytest.approx(best.images_per_s)
+    assert band.low == pytest.approx(worst.images_per_s * cal.ratio)
+    assert band.low < band.high and "https://" in band.high_source
+    assert band.text().endswith("images/s")
+    with pytest.raises(ValueError):
+        roofline.Band(2.0, 1.0, "", "")
+
+
+def test_input_term_and_the_machine_a_run_checks_against() -> None:
+    assert roofline.input_seconds(100, 1000, 1e6) == pytest.approx(0.1)
+    layers = flops.seed_cnn_costs(8)
+    m = roofline.cpu_machine(1e10, 1e10)
+    with_input = roofline.predict_step(layers, m, batch=8, input_s=0.5)
+    assert with_input.step_s == pytest.approx(
+        roofline.predict_step(layers, m, batch=8).step_s + 0.5
+    )
+    # a TPU run checks against the TPU's own figures, not the host's DRAM
+    assert roofline.machine_here(tpu_generation="v5e") is roofline.PUBLISHED["v5e"]
+    assert roofline.machine_here(peak_flops=1e9, bandwidth=2e9).bandwidth == 2e9
+    with pytest.raises(ValueError):
+        roofline.machine_here()
+    with pytest.raises(ValueError):
+        roofline.input_seconds(0, 1, 1)

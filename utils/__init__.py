@@ -23,7 +23,7 @@ Stacks (importing loads the framework): ``utils.tf`` (TensorFlow), ``utils.keras
 backend), ``utils.torch`` (PyTorch and torch_xla), ``utils.jax`` (JAX).
 
 Maintainer tools, never imported by notebooks: ``utils.tools`` (``run_course``, ``report``,
-``nbtools``, ``load_drill``).
+``nbtools``, ``load_drill``, ``platform_matrix``, ``twice``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ a callable that waits until the device has finished, or you time only the launch
   repetitions of ``number`` calls each; median and spread (quartiles, min, max) per call.
   The clock is injectable, so the statistics are testable with a fake clock.
 - :func:`matmul_gflops`, :func:`copy_bandwidth`, :func:`working_set_sweep`: throughput numbers.
+  ``matmul_gflops`` is notebook 00's hardware lesson (how fast is a matmul here, with its
+  spread); it is **not** the peak MFU divides by: that is :func:`utils.mfu.measured_peak`,
+  measured inside every round of :func:`utils.compare.compare`.
 - :func:`cache_levels`: the CPU's caches as the kernel reports them in ``/sys``.
 """
 
@@ -168,7 +171,11 @@ def matmul_gflops(
     sync: Callable[[], object] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Throughput:
-    """GFLOP/s of ``matmul()``, a callable doing one ``(m, k) @ (k, n)`` product (2mkn FLOP)."""
+    """GFLOP/s of ``matmul()``, a callable doing one ``(m, k) @ (k, n)`` product (2mkn FLOP).
+
+    The median and spread of many calls: a description of the hardware (notebook 00), not an MFU
+    peak (use :func:`utils.mfu.measured_peak` through :func:`utils.compare.compare`).
+    """
     for _ in range(warmup):
         matmul()
     number = calls_for(matmul, target_s, clock=clock)

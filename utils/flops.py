@@ -153,20 +153,30 @@ def elementwise_cost(
     )
 
 
-def seed_cnn_costs(batch: int = 1, *, dtype_bytes: int = 4) -> list[LayerCost]:
+def seed_cnn_costs(
+    batch: int = 1,
+    *,
+    dtype_bytes: int = 4,
+    channels: tuple[int, int, int] = (32, 64, 64),
+    dense: int = 64,
+    num_classes: int = 10,
+) -> list[LayerCost]:
     """Costs of the seed's CIFAR-10 CNN (``utils.keras.models.seed_cnn``), layer by layer.
 
-    Conv2D(32, 3x3, relu) -> MaxPool(2) -> Conv2D(64, 3x3, relu) -> MaxPool(2) ->
-    Conv2D(64, 3x3, relu) -> Flatten -> Dense(64, relu) -> Dense(10), on 32x32x3 inputs.
-    ReLUs are fused into the layer before them (no separate traffic), as compilers do.
+    Conv2D(c1, 3x3, relu) -> MaxPool(2) -> Conv2D(c2, 3x3, relu) -> MaxPool(2) ->
+    Conv2D(c3, 3x3, relu) -> Flatten -> Dense(dense, relu) -> Dense(num_classes), on 32x32x3
+    inputs; the seed has ``channels=(32, 64, 64), dense=64``, other widths cost the same shape
+    made wider (the course's one CNN cost function). ReLUs are fused into the layer before them
+    (no separate traffic), as compilers do.
     """
     kw = {"batch": batch, "dtype_bytes": dtype_bytes}
-    layers = [conv2d_cost((32, 32, 3), 32, 3, name="conv1", **kw)]
+    c1, c2, c3 = channels
+    layers = [conv2d_cost((32, 32, 3), c1, 3, name="conv1", **kw)]
     layers.append(maxpool2d_cost(layers[-1].output_shape[1:], 2, name="pool1", **kw))
-    layers.append(conv2d_cost(layers[-1].output_shape[1:], 64, 3, name="conv2", **kw))
+    layers.append(conv2d_cost(layers[-1].output_shape[1:], c2, 3, name="conv2", **kw))
     layers.append(maxpool2d_cost(layers[-1].output_shape[1:], 2, name="pool2", **kw))
-    layers.append(conv2d_cost(layers[-1].output_shape[1:], 64, 3, name="conv3", **kw))
+    layers.append(conv2d_cost(layers[-1].output_shape[1:], c3, 3, name="conv3", **kw))
     flat = math.prod(layers[-1].output_shape[1:])
-    layers.append(dense_cost(flat, 64, name="dense1", **kw))
-    layers.append(dense_cost(64, 10, name="dense2", **kw))
+    layers.append(dense_cost(flat, dense, name="dense1", **kw))
+    layers.append(dense_cost(dense, num_classes, name="dense2", **kw))
     return layers

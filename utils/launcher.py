@@ -417,4 +417,3 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, int, i
     if n < 1 or not 0 <= rank < n:
         raise LaunchError(f"process id {rank} is outside 0..{n - 1} (COURSE_NUM_PROCESSES={n})")
     return coordinator, n, rank
-

@@ -32,6 +32,7 @@ __all__ = [
     "mfu",
     "peak_flops",
     "training_flops",
+    "training_passes",
 ]
 
 
@@ -50,7 +51,17 @@ PUBLISHED_PEAK_TFLOPS: dict[str, float] = {
 }
 """Dense bf16 TFLOP/s per chip (Cloud TPU system architecture pages, checked 2026-11)."""
 
-_BACKWARD_LAYERS = ("conv", "dense", "matmul")
+
+def training_passes(index: int, layer: LayerCost) -> int:
+    """How many times one training step does ``layer``'s forward work (the one backward rule).
+
+    A layer with weights (its ``matmul`` shape is set): forward, weight gradient and input
+    gradient, 3; the first layer (``index == 0``) skips the input gradient, 2. A layer without
+    weights (pooling, element-wise): forward and its backward, 2.
+    """
+    if layer.matmul is not None:
+        return 2 if index == 0 else 3
+    return 2
 
 
 def training_flops(layers: Sequence[LayerCost]) -> int:
@@ -62,13 +73,7 @@ def training_flops(layers: Sequence[LayerCost]) -> int:
     for the backward pass. Optimizer updates are a few FLOPs per parameter and are left out, as
     MFU conventions do.
     """
-    total = 0
-    for i, layer in enumerate(layers):
-        if layer.matmul is not None:
-            total += layer.flops * (2 if i == 0 else 3)
-        else:
-            total += layer.flops * 2
-    return total
+    return sum(layer.flops * training_passes(i, layer) for i, layer in enumerate(layers))
 
 
 def peak_flops(

@@ -42,7 +42,6 @@ from utils.flops import (
     conv2d_cost,
     dense_cost,
     elementwise_cost,
-    maxpool2d_cost,
 )
 
 __all__ = [
@@ -50,10 +49,16 @@ __all__ = [
     "PUBLISHED",
     "PUBLISHED_RESNET50",
     "LayerTime",
+    "Band",
+    "Calibration",
     "Machine",
     "StepPrediction",
+    "band",
+    "calibration",
+    "input_seconds",
+    "machine_here",
+    "sig",
     "TrainCost",
-    "cnn_costs",
     "cpu_machine",
     "diagnose",
     "fit_host_overhead",
@@ -118,6 +123,13 @@ class Machine:
         )
 
 
+_TPU_INFO = (
+    "JAX's table of TPU figures, jax/_src/pallas/mosaic/tpu_info.py (mem_bw_bytes_per_second, "
+    "mxu_column_size; https://github.com/jax-ml/jax)"
+)
+_MXU_SOURCE = "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm and " + _TPU_INFO
+
+
 def _tpu(generation: str, bandwidth: float, mxu: int, source: str) -> Machine:
     return Machine(
         name=f"TPU {generation} (1 chip, bf16)",
@@ -134,7 +146,7 @@ PUBLISHED: dict[str, Machine] = {
         819e9,
         128,
         "https://cloud.google.com/tpu/docs/v5e (197 TFLOP/s bf16, HBM2 16 GB at 819 GBps, "
-        "4 MXUs per TensorCore); 128x128 MXU: /work/shared/notes/tpu-landscape.md",
+        "4 MXUs per TensorCore); 128x128 MXU: " + _MXU_SOURCE,
     ),
     "v5p": _tpu(
         "v5p",
@@ -146,19 +158,18 @@ PUBLISHED: dict[str, Machine] = {
         "v6e",
         1638e9,
         256,
-        "https://cloud.google.com/tpu/docs/v6e (918 TFLOP/s bf16, 32 GB HBM at 1,638 GBps, "
-        "256x256 MXU)",
+        "https://cloud.google.com/tpu/docs/v6e (918 TFLOP/s bf16, 32 GB HBM at 1,638 GBps); "
+        "256x256 MXU: " + _MXU_SOURCE,
     ),
     "v2": _tpu(
         "v2",
-        700e9,
+        716e9,
         128,
-        "45 TFLOP/s bf16 per chip (utils.mfu.PUBLISHED_PEAK_TFLOPS); 700 GB/s HBM per chip: "
-        "Jouppi et al., 'A Domain Specific Supercomputer for Training Deep Neural Networks', "
-        "CACM 63(7), 2020 (linked from https://cloud.google.com/tpu/docs/v2)",
+        "45 TFLOP/s bf16 per chip (https://cloud.google.com/tpu/docs/v2); 716 GB/s HBM per "
+        "chip: " + _TPU_INFO,
     ),
 }
-"""Published per-chip figures. v5e/v5p/v6e: Cloud TPU docs (copied in the course's notes)."""
+"""Published per-chip figures, each with its public source."""
 
 
 def cpu_machine(
@@ -175,7 +186,7 @@ def cpu_machine(
         bandwidth=float(bandwidth),
         host_overhead_s=float(host_overhead_s),
         mxu=None,
-        source="measured in this run (utils.bench.matmul_gflops, utils.bench.copy_bandwidth)",
+        source="measured in this run (utils.mfu.measured_peak, utils.bench.copy_bandwidth)",
     )
 
 
@@ -202,10 +213,7 @@ def training_costs(layers: Sequence[LayerCost]) -> list[TrainCost]:
     """
     out = []
     for i, layer in enumerate(layers):
-        if layer.matmul is not None:
-            passes = 2 if i == 0 else 3
-        else:
-            passes = 2
+        passes = mfu_mod.training_passes(i, layer)  # the one backward rule
         out.append(
             TrainCost(
                 name=layer.name,
@@ -285,6 +293,7 @@ class StepPrediction:
     steps_per_execution: int
     model_flops: int
     labels: dict[str, str] = field(default_factory=dict)
+    input_s: float = 0.0
 
     @property
     def layers_s(self) -> float:
@@ -297,7 +306,7 @@ class StepPrediction:
 
     @property
     def step_s(self) -> float:
-        return self.device_s + self.host_s
+        return self.device_s + self.host_s + self.input_s
 
     @property
     def compute_s(self) -> float:
@@ -326,6 +335,7 @@ class StepPrediction:
             "memory": sum(lt.time_s for lt in self.layers if lt.bound == "memory")
             + self.optimizer_s,
             "host": self.host_s,
+            "input": self.input_s,
         }
         return max(parts, key=parts.__getitem__)
 
@@ -348,10 +358,14 @@ class StepPrediction:
             f"{'host':<14} {self.host_s * 1e3:.3f} ms per step "
             f"(steps_per_execution={self.steps_per_execution})"
         )
+        if self.input_s:
+            rows.append(f"{'input':<14} {self.input_s * 1e3:.3f} ms per step (host -> device)")
         rows.append(
-            f"step {self.step_s * 1e3:.3f} ms = layers {self.layers_s * 1e3:.3f} + optimizer "
-            f"{self.optimizer_s * 1e3:.3f} + host {self.host_s * 1e3:.3f}; "
-            f"{self.images_per_s:,.0f} images/s, MFU {self.mfu:.1%} ({self.bound}-bound)"
+            f"predicted step {sig(self.step_s * 1e3)} ms = layers {sig(self.layers_s * 1e3)} + "
+            f"optimizer {sig(self.optimizer_s * 1e3)} + host {sig(self.host_s * 1e3)}"
+            + (f" + input {sig(self.input_s * 1e3)}" if self.input_s else "")
+            + f"; {sig(self.images_per_s)} images/s, MFU {sig(self.mfu * 100)}% "
+            f"({self.bound}-bound)"
         )
         return "\n".join(rows)
 
@@ -364,16 +378,18 @@ def predict_step(
     steps_per_execution: int = 1,
     params: int | None = None,
     host_s: float | None = None,
+    input_s: float = 0.0,
 ) -> StepPrediction:
     """Predict one training step of ``layers`` (costed for ``batch`` images) on ``machine``.
 
     ``params``: parameter count for the optimizer term (default: :func:`parameter_count`).
     ``host_s``: a host overhead *per step* measured directly (e.g. the step time of a model with
     no work fed the same way, at this ``steps_per_execution``); default: the machine's
-    ``host_overhead_s`` per call divided by ``steps_per_execution``.
+    ``host_overhead_s`` per call divided by ``steps_per_execution``. ``input_s``: the time per
+    step to hand a batch from the host to the device (:func:`input_seconds`).
     """
-    if host_s is not None and host_s < 0:
-        raise ValueError(f"host_s must be >= 0, got {host_s!r}")
+    if (host_s is not None and host_s < 0) or input_s < 0:
+        raise ValueError(f"host_s and input_s must be >= 0, got {host_s!r}, {input_s!r}")
     if batch < 1 or steps_per_execution < 1:
         raise ValueError(
             f"need batch >= 1 and steps_per_execution >= 1, got {batch}, {steps_per_execution}"
@@ -400,6 +416,116 @@ def predict_step(
         host_s=(machine.host_overhead_s / steps_per_execution) if host_s is None else host_s,
         steps_per_execution=steps_per_execution,
         model_flops=mfu_mod.training_flops(layers),
+        input_s=float(input_s),
+    )
+
+
+def input_seconds(batch: int, bytes_per_image: float, host_to_device_bytes_per_s: float) -> float:
+    """The host -> device input term per step: ``batch x bytes per image / bandwidth``.
+
+    ``host_to_device_bytes_per_s`` is a rate measured in this run (how fast this host prepares
+    and hands over batches), or a published link rate.
+    """
+    if batch < 1 or bytes_per_image < 0 or not host_to_device_bytes_per_s > 0:
+        raise ValueError(
+            f"need batch >= 1, bytes_per_image >= 0, a positive rate; got {batch}, "
+            f"{bytes_per_image!r}, {host_to_device_bytes_per_s!r}"
+        )
+    return batch * bytes_per_image / host_to_device_bytes_per_s
+
+
+def machine_here(
+    *,
+    tpu_generation: str | None = None,
+    peak_flops: float | None = None,
+    bandwidth: float | None = None,
+) -> Machine:
+    """The machine a run checks the model against: on a TPU its own published figures
+    (:data:`PUBLISHED`), elsewhere the peak and bandwidth measured in this run.
+
+    Raises:
+        ValueError: a TPU generation without published figures, or neither a generation nor
+            both measured figures.
+    """
+    if tpu_generation is not None:
+        key = tpu_generation.lower()
+        if key not in PUBLISHED:
+            raise ValueError(f"no published roofline figures for TPU {tpu_generation!r}")
+        return PUBLISHED[key]
+    if peak_flops is None or bandwidth is None:
+        raise ValueError("pass tpu_generation=, or peak_flops= and bandwidth= measured here")
+    return cpu_machine(peak_flops, bandwidth)
+
+
+def sig(x: float, digits: int = 2) -> str:
+    """``x`` to ``digits`` significant figures, with thousands separators (12,345 -> '12,000')."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    rounded = round(x, digits - 1 - math.floor(math.log10(abs(x))))
+    if abs(rounded) >= 10 ** (digits - 1):
+        return f"{rounded:,.0f}"
+    decimals = digits - 1 - math.floor(math.log10(abs(rounded)))
+    return f"{rounded:.{decimals}f}"
+
+
+@dataclass(frozen=True)
+class Band:
+    """A prediction as a range: ``low`` to ``high`` (images/s), with where each end comes from."""
+
+    low: float
+    high: float
+    low_source: str
+    high_source: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.low <= self.high:
+            raise ValueError(f"need 0 < low <= high, got {self.low!r}, {self.high!r}")
+
+    def text(self, unit: str = "images/s") -> str:
+        return f"{sig(self.low)}-{sig(self.high)} {unit}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The roofline against a published run: ``ratio`` = published / predicted throughput."""
+
+    ratio: float
+    predicted_per_chip: float
+    published_per_chip: float
+    source: str
+    prediction: StepPrediction
+
+
+def calibration(published: dict | None = None) -> Calibration:
+    """Predict the published ResNet-50 run (:data:`PUBLISHED_RESNET50`) and compare.
+
+    A ratio below 1 is what a roofline should give (it is a best case); it becomes the low end
+    of every :func:`band`.
+    """
+    pub = PUBLISHED_RESNET50 if published is None else published
+    per_chip = pub["global_batch"] // pub["chips"]
+    chip = PUBLISHED[pub["generation"]]
+    pred = predict_step(resnet50_costs(per_chip, dtype_bytes=2), chip, batch=per_chip)
+    published_per_chip = pub["images"] / pub["seconds"] / pub["chips"]
+    return Calibration(
+        published_per_chip / pred.images_per_s,
+        pred.images_per_s,
+        published_per_chip,
+        str(pub["source"]),
+        pred,
+    )
+
+
+def band(best: StepPrediction, cal: Calibration, *, worst: StepPrediction | None = None) -> Band:
+    """``[worst x ratio, best]`` images/s: the roofline's ceiling, and that ceiling scaled by
+    the published run's ratio (``worst``: the same prediction with the slow end of the host
+    overhead's spread, default ``best``)."""
+    low = (worst or best).images_per_s * min(cal.ratio, 1.0)
+    return Band(
+        low,
+        best.images_per_s,
+        f"roofline x {sig(cal.ratio)} (published / predicted for {cal.source.split(',')[0]})",
+        f"roofline on {best.machine.name}: {best.machine.source}",
     )
 
 
@@ -420,10 +546,10 @@ def diagnose(pred: StepPrediction, measured_step_s: float) -> str:
     err = relative_error(pred.step_s, measured_step_s)
     implied_flops = pred.model_flops / max(measured_step_s - pred.host_s, 1e-12)
     lines = [
-        f"measured {measured_step_s * 1e3:.2f} ms vs predicted {pred.step_s * 1e3:.2f} ms "
-        f"({err:+.0%}): compute terms {pred.compute_s * 1e3:.2f} ms, memory terms "
-        f"{pred.memory_s * 1e3:.2f} ms, host {pred.host_s * 1e3:.2f} ms",
-        f"  the measured step implies {implied_flops / 1e9:,.1f} GFLOP/s of model math "
+        f"measured {sig(measured_step_s * 1e3)} ms vs predicted {sig(pred.step_s * 1e3)} ms "
+        f"({err:+.0%}): compute terms {sig(pred.compute_s * 1e3)} ms, memory terms "
+        f"{sig(pred.memory_s * 1e3)} ms, host {sig(pred.host_s * 1e3)} ms",
+        f"  the measured step implies {sig(implied_flops / 1e9)} GFLOP/s of model math "
         f"({implied_flops / pred.machine.peak_flops:.0%} of the peak the model assumes)",
     ]
     if abs(err) > 0.3:
@@ -464,32 +590,6 @@ def fit_host_overhead(
 # --------------------------------------------------------------------------------------------
 # Models, costed layer by layer
 # --------------------------------------------------------------------------------------------
-
-
-def cnn_costs(
-    batch: int = 1,
-    *,
-    channels: tuple[int, int, int] = (32, 64, 64),
-    dense: int = 64,
-    num_classes: int = 10,
-    dtype_bytes: int = 4,
-) -> list[LayerCost]:
-    """The seed CNN's shape with any widths (``channels=(32, 64, 64), dense=64`` is the seed).
-
-    Conv(c1, 3x3) -> MaxPool 2 -> Conv(c2, 3x3) -> MaxPool 2 -> Conv(c3, 3x3) -> Flatten ->
-    Dense(dense) -> Dense(num_classes), on 32x32x3; ReLUs fused into the layer before them.
-    """
-    kw = {"batch": batch, "dtype_bytes": dtype_bytes}
-    c1, c2, c3 = channels
-    layers = [conv2d_cost((32, 32, 3), c1, 3, name="conv1", **kw)]
-    layers.append(maxpool2d_cost(layers[-1].output_shape[1:], 2, name="pool1", **kw))
-    layers.append(conv2d_cost(layers[-1].output_shape[1:], c2, 3, name="conv2", **kw))
-    layers.append(maxpool2d_cost(layers[-1].output_shape[1:], 2, name="pool2", **kw))
-    layers.append(conv2d_cost(layers[-1].output_shape[1:], c3, 3, name="conv3", **kw))
-    flat = math.prod(layers[-1].output_shape[1:])
-    layers.append(dense_cost(flat, dense, name="dense1", **kw))
-    layers.append(dense_cost(dense, num_classes, name="dense2", **kw))
-    return layers
 
 
 def _bn_relu(shape: tuple[int, ...], batch: int, dtype_bytes: int, name: str) -> LayerCost:

@@ -7,6 +7,7 @@ first import.
 - ``compiles``: count compilations with JAX's ``jax_log_compiles`` log records and a jitted
   function's cache size.
 - ``peak``: the jitted matmul that MFU divides by (timed by ``utils.mfu.measured_peak``).
+- ``ladder_bench``: ``make bench``'s JAX training ladder (``utils.keras.ladder``) with verdicts.
 - ``grain_pipeline``: notebook 07's tuned input pipeline in Grain (``import grain`` imports JAX).
 - ``multihost_*``: the multi-host workers of notebook 08 (``multihost_allreduce``,
   ``multihost_keras``, ``multihost_worker``), how they join a job on a slice or in the rehearsal
