@@ -66,10 +66,18 @@ def test_notebook_follows_course_conventions(path):
     setup = "".join(code[0]["source"])
     assert f'COURSE_REPO = "{COURSE_REPO}"' in setup and "bootstrap.prepare(" in setup
     assert any("parameters" in c["metadata"].get("tags", []) for c in code)
-    assert (
-        "recap" in "".join(cells[-1]["source"]).lower()
-        or "recap" in "".join(cells[-2]["source"]).lower()
-    )
+    # A recap closes the main line; only appendices (plumbing, detours) may follow it.
+    headings = [
+        (i, line)
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("#")
+    ]
+    recaps = [i for i, line in headings if "recap" in line.lower()]
+    assert recaps, f"{path.name}: no Recap heading"
+    after = [line for i, line in headings if i > recaps[-1]]
+    assert all("appendix" in line.lower() for line in after), f"{path.name}: {after}"
     counts = [c["execution_count"] for c in code]
     assert counts == list(range(1, len(code) + 1)), "not one clean top-to-bottom run"
     assert not any(o["output_type"] == "error" for c in code for o in c["outputs"])
@@ -243,3 +251,31 @@ def test_set_up_cell_never_prompts_for_a_password(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Could not fetch" in lines[0], done.stderr
     assert "terminal prompts disabled" in lines[0]
+
+
+def test_course_ref_is_a_commit_of_this_repository_with_todays_utils():
+    """The set-up cell fetches COURSE_REF on Colab/Kaggle: it must exist here, and its utils/ must
+    be the utils/ the committed notebooks ran against (today's), or a learner gets other code."""
+    root = Path(nbtools.ROOT)
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    ref = nbtools.setup_ref()
+    found = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0, (
+        f"COURSE_REF {ref!r} is not a commit or tag of this repository: a learner's set-up cell "
+        "could not fetch it. After committing, run: make set-ref REF=$(git rev-parse HEAD)"
+    )
+    changed = subprocess.run(
+        ["git", "-C", str(root), "diff", "--stat", ref, "--", "utils"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert not changed.strip(), (
+        f"utils/ differs from COURSE_REF {ref!r}, so Colab/Kaggle would fetch other code than "
+        f"the notebooks ran with:\n{changed}\nCommit, then: make set-ref REF=$(git rev-parse HEAD)"
+    )
