@@ -83,6 +83,10 @@ def test_compare_rungs_gives_a_verdict_per_step_and_mfu() -> None:
     text = ladder.table(result, rungs, accuracy)
     assert all(s.name in text for s in specs) and "MFU" in text
     assert all(0 < result.mfu(s.name) <= 1 for s in specs)
+    lines = ladder.report(result, rungs, x, y).splitlines()
+    assert lines[: len(specs) + 1] == text.splitlines()  # the table, then one verdict per step
+    assert len(lines) == len(specs) + 1 + len(ladder.step_pairs(rungs))
+    assert all(" vs " in line or " than " in line for line in lines[len(specs) + 1 :])
 
 
 def test_tiny_rung_measures_the_host_without_mfu() -> None:

@@ -41,11 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"JAX ladder on {jax.devices()[0].platform}: {len(rungs)} rungs, {args.rounds} rounds")
     result = ladder.compare_rungs(rungs, peaks=peaks, rounds=args.rounds, warmup=1)
-    x_test, y_test = cifar.x_test, cifar.y_test.astype("int32")
-    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
-    print(ladder.table(result, rungs, accuracy))
-    for a, b in ladder.step_pairs(rungs):
-        print(result.verdict(a, b).sentence())
+    print(ladder.report(result, rungs, cifar.x_test, cifar.y_test.astype("int32")))
     return 0
 
 

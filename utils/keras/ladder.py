@@ -46,6 +46,7 @@ __all__ = [
     "compare_rungs",
     "ladder_specs",
     "step_pairs",
+    "report",
     "table",
 ]
 
@@ -295,3 +296,12 @@ def table(
             f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}{r.images:>8}"
         )
     return "\n".join(lines)
+
+
+def report(
+    result: compare_mod.Comparison, rungs: Sequence[Rung], x_test: np.ndarray, y_test: np.ndarray
+) -> str:
+    """The ladder's table (with each rung's test accuracy) and one verdict per step, as text."""
+    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
+    verdicts = [result.verdict(a, b).sentence() for a, b in step_pairs(rungs)]
+    return "\n".join([table(result, rungs, accuracy), *verdicts])

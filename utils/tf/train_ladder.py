@@ -96,11 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tf.config.list_logical_devices()[0],
     )
     result = ladder.compare_rungs(rungs, peaks=peaks(), rounds=args.rounds, warmup=1)
-    x_test, y_test = cifar.x_test, cifar.y_test.astype("int32")
-    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
-    print(ladder.table(result, rungs, accuracy))
-    for a, b in ladder.step_pairs(rungs):
-        print(result.verdict(a, b).sentence())
+    print(ladder.report(result, rungs, cifar.x_test, cifar.y_test.astype("int32")))
     return 0
 
 
