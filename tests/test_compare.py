@@ -174,7 +174,8 @@ def test_table_and_metrics_carry_rates_and_verdicts():
     result = compare.compare([a, b], rounds=5, clock=clock)
     assert result.rate("course way") == 100.0
     table = result.table(baseline="seed way")
-    assert "course way" in table and "2.00x" in table
+    assert "course way" in table and "2.00x" in table and "paired vs seed way" in table
+    assert table.splitlines()[-1].startswith("paired: the median of the per-round ratios")
     metrics = result.metrics([("course way", "seed way")])
     assert metrics["verdict_course_way_vs_seed_way"] == (1.0, compare.VERDICT_UNIT)
     assert metrics["ratio_course_way_vs_seed_way"] == (2.0, "x")

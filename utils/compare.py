@@ -206,17 +206,27 @@ class Comparison:
         )
 
     def table(self, *, baseline: str | None = None) -> str:
-        """A fixed-width table: median rate, its spread, MFU where defined, ratio to baseline."""
+        """A fixed-width table: median rate, its IQR, MFU where defined, and the paired ratio.
+
+        The last column is the verdict's estimate: the median of the per-round ratios to
+        ``baseline`` (each round's two times measured seconds apart). It can differ from the ratio
+        of the median rates when rounds are noisy; a footnote says so.
+        """
         baseline = baseline or self.names[0]
-        lines = [f"{'variant':<28} {'rate /s':>10} {'IQR':>19} {'MFU':>6} {'vs ' + baseline:>12}"]
+        head = f"{'paired vs ' + baseline:>12}"
+        lines = [f"{'variant':<28} {'rate /s':>10} {'IQR':>19} {'MFU':>6} {head}"]
         for v in self.variants:
             lo, hi = self.rate_spread(v.name)
             mfu = f"{self.mfu(v.name):.0%}" if v.flops is not None and v.peak else "-"
             ratio = f"{self.verdict(v.name, baseline).ratio:.2f}x" if v.name != baseline else ""
             lines.append(
                 f"{v.name:<28} {self.rate(v.name):>10,.0f} {lo:>9,.0f}-{hi:<9,.0f} {mfu:>6} "
-                f"{ratio:>12}"
+                f"{ratio:>{len(head)}}"
             )
+        lines.append(
+            "paired: the median of the per-round ratios (what the verdict uses); the ratio of the "
+            "median rates can differ when rounds are noisy."
+        )
         return "\n".join(lines)
 
     def metrics(

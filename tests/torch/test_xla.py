@@ -51,6 +51,9 @@ def test_describe_device_opens_the_cpu_device_but_can_describe_without_opening()
     assert xla.runtime_started()
     closed = xla.describe_device(open_device=False)
     assert "not opened yet" in closed and "PJRT_DEVICE=CPU" in closed
+    # Stored outputs hold on any machine: no "+cu128"/"+cpu" build tag of this machine's torch.
+    versions = closed.splitlines()[1]
+    assert versions.startswith(f"torch {torch.__version__.split('+')[0]},") and "+" not in versions
 
 
 def test_describe_device_leaves_an_unopened_tpu_alone() -> None:

@@ -148,7 +148,9 @@ def describe_device(*, open_device: bool | None = None) -> str:
     """
     if open_device is None:
         open_device = os.environ.get("PJRT_DEVICE") != "TPU" or runtime_started()
-    lines = [PJRT_CHOICE, f"torch {torch.__version__}, torch_xla {torch_xla.__version__}"]
+    # Release numbers only: the "+cu128"/"+cpu" local tag names this machine's build, not the API.
+    release = torch.__version__.split("+")[0]
+    lines = [PJRT_CHOICE, f"torch {release}, torch_xla {torch_xla.__version__.split('+')[0]}"]
     if open_device:
         dev = device()
         lines.append(
