@@ -279,3 +279,19 @@ def test_course_ref_is_a_commit_of_this_repository_with_todays_utils():
         f"utils/ differs from COURSE_REF {ref!r}, so Colab/Kaggle would fetch other code than "
         f"the notebooks ran with:\n{changed}\nCommit, then: make set-ref REF=$(git rev-parse HEAD)"
     )
+
+
+def test_nbval_markers_are_alone_on_their_line():
+    """nbval honours `# NBVAL_IGNORE_OUTPUT` only as the whole comment: any text after it (an
+    explanation in brackets) silently turns the marker off and the output is compared again."""
+    markers = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION")
+    bad = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for i, cell in enumerate(nb["cells"]):
+            for line in cell["source"] if cell["cell_type"] == "code" else []:
+                comment = line.strip().lstrip("#").strip()
+                if line.strip().startswith("#") and comment.startswith("NBVAL_"):
+                    if comment not in markers:
+                        bad.append(f"{path.name} cell {i}: {line.strip()!r}")
+    assert not bad, "markers nbval will not see:\n" + "\n".join(bad)
