@@ -94,8 +94,10 @@ def test_lost_host_ends_the_job_and_orbax_resume_is_bit_exact(two_hosts, shards,
     base = ["--data", str(shards), "--ckpt-dir", str(ckpt)]
     killed = _run([*base, "--out", str(tmp_path / "a"), "--die-at-step", "14"], 2)
     assert not killed.ok
-    assert "process 1" in killed.reason and "SIGKILL" in killed.reason
-    assert killed.workers[0].stopped_by_launcher
+    assert killed.workers[1].returncode == -9, killed.summary()
+    # Process 0 ends either way: stopped by the launcher, or aborted by gloo when its peer vanished
+    # mid-all-reduce (whichever comes first on a busy machine); it must not outlive the job.
+    assert not launcher.pid_alive(killed.workers[0].pid), killed.summary()
     complete = _checkpoints(ckpt)  # async: the save at 12 may not have finished
     assert all(s % CKPT_EVERY == 0 and s <= 14 for s in complete), complete
     resumed = _run([*base, "--out", str(tmp_path / "b")], 2)
