@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from utils import ROOT
-from utils.tools.nbtools import function_ast, shown_function
+from utils.tools.nbtools import function_ast, saved_script, script_ast, shown_function
 
 # (notebook, function, the utils module that holds the original)
 SHOWN = [
@@ -39,6 +39,24 @@ def test_the_notebook_shows_the_code_utils_runs(notebook: str, name: str, module
     )
 
 
+# (notebook, the script a %%save_script cell writes, the utils copy that a TPU run starts before
+# the kernel opens the chips)
+SCRIPTS = [
+    ("06_pytorch_xla.ipynb", "spmd_train.py", "utils/torch/spmd_train.py"),
+    ("06_pytorch_xla.ipynb", "cached_step.py", "utils/torch/cached_step.py"),
+]
+
+
+@pytest.mark.parametrize(("notebook", "name", "module"), SCRIPTS)
+def test_the_notebook_writes_the_script_utils_holds(notebook: str, name: str, module: str) -> None:
+    cells = saved_script(ROOT / "notebooks" / notebook, name)
+    assert len(cells) == 1, f"{notebook} must write {name} in exactly one cell, found {len(cells)}"
+    original = script_ast((ROOT / module).read_text(encoding="utf-8"))
+    assert script_ast("".join(cells[0]["source"])) == original, (
+        f"{notebook}'s {name} differs from {module}: change both"
+    )
+
+
 def test_a_changed_statement_is_caught_and_a_docstring_is_not() -> None:
     """The comparison can fail: one changed argument differs; docstrings and comments do not."""
     original = "def f(x):\n    '''Doc.'''\n    return g(x, 1)  # note\n"
@@ -46,6 +64,9 @@ def test_a_changed_statement_is_caught_and_a_docstring_is_not() -> None:
     assert function_ast("def f(x):\n    return g(x, 2)\n", "f") != function_ast(original, "f")
     with pytest.raises(LookupError):
         function_ast("def h():\n    pass\n", "f")
+    script = '%%save_script s.py\n"""Usage."""\nimport sys\n\nprint(sys.argv[1])\n'
+    assert script_ast(script) == script_ast("import sys\nprint(sys.argv[1])  # the argument\n")
+    assert script_ast(script) != script_ast("import sys\nprint(sys.argv[2])\n")
 
 
 def test_only_top_level_definitions_in_code_cells_count(tmp_path: Path) -> None:

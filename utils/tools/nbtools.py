@@ -14,8 +14,9 @@
   is set first. ``make sync-setup`` / ``make set-ref REF=...``.
 * ``check-setup``: exit non-zero if a notebook's set-up block differs from CONTRIBUTING's.
 
-:func:`shown_function` / :func:`function_ast` serve the tests that keep a function a notebook
-defines in a visible cell (the code a learner edits) equal to its ``utils`` original.
+:func:`shown_function` / :func:`function_ast` (and :func:`saved_script` / :func:`script_ast` for a
+script a cell writes) serve the tests that keep what a notebook defines in a visible cell (the code
+a learner edits) equal to its ``utils`` original.
 
 Framework-free; papermill is imported only by ``refresh``.
 """
@@ -250,6 +251,43 @@ def check_setup() -> list[str]:
     return problems
 
 
+def _ipython_free(source: str) -> str:
+    """``source`` without the lines a notebook gives to IPython (``%``, ``%%`` magics, ``!``)."""
+    return "\n".join(
+        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
+    )
+
+
+def _drop_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def script_ast(source: str) -> str:
+    """``ast.dump`` of a whole script (a ``%%save_script`` cell, a module), docstrings left out."""
+    return ast.dump(_drop_docstrings(ast.parse(_ipython_free(source))))
+
+
+def saved_script(notebook: Path, name: str) -> list[dict]:
+    """The code cells of ``notebook`` whose first line is ``%%save_script name``."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return [
+        c
+        for c in cells
+        if c["cell_type"] == "code"
+        and "".join(c["source"]).split("\n", 1)[0].split() == ["%%save_script", name]
+    ]
+
+
 def function_ast(source: str, name: str) -> str:
     """``ast.dump`` of the top-level function ``name`` in ``source``, docstrings left out.
 
@@ -259,22 +297,9 @@ def function_ast(source: str, name: str) -> str:
     Raises:
         LookupError: ``source`` defines no top-level function ``name``.
     """
-    code = "\n".join(
-        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
-    )
-    for node in ast.parse(code).body:
+    for node in ast.parse(_ipython_free(source)).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            for fn in ast.walk(node):
-                body = getattr(fn, "body", None)
-                if (
-                    isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                    and body
-                    and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)
-                ):
-                    fn.body = body[1:] or [ast.Pass()]
-            return ast.dump(node)
+            return ast.dump(_drop_docstrings(node))
     raise LookupError(f"no top-level function {name!r}")
 
 
