@@ -152,4 +152,3 @@ def test_per_replica_view_splits_the_global_batch(replicated):
 
 def test_distributed_epoch_sees_each_example_once(replicated):
     assert replicated["seen"] == list(range(64))
-
