@@ -92,3 +92,42 @@ def test_the_check_finds_a_name_defined_only_elsewhere() -> None:
     """The check can fail: a section cell reading a name from an earlier section is caught."""
     cell = {"cell_type": "code", "metadata": {}, "source": ["x = cifar.x_train\n"]}
     assert missing_names([cell]) == ["cell 0 of the recipe reads ['cifar']"]
+
+
+EARLY = "early_runs = {}  # what those processes reported"
+
+
+def _early_keys(tree: ast.AST, ctx: type) -> set[str]:
+    return {
+        n.slice.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ctx)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "early_runs"
+        and isinstance(n.slice, ast.Constant)
+    }
+
+
+def test_on_a_tpu_the_fresh_process_sections_run_before_the_kernel_opens_the_device() -> None:
+    """The cell that runs sections 6 and 7's processes first on a TPU comes before anything opens
+    the device, has every name it needs from the cells above it, and sets every result those
+    sections read."""
+    code = [
+        c
+        for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+        if c["cell_type"] == "code"
+    ]
+    early = next(i for i, c in enumerate(code) if EARLY in "".join(c["source"]))
+    opens = next(
+        i
+        for i, c in enumerate(code)
+        if "torch_xla.device()" in _code(c) or "xla.device()" in _code(c)
+    )
+    assert early < opens, "the early cell must run before this kernel opens its XLA device"
+    assert missing_names(code[: early + 1]) == []
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    read = set().union(
+        *(_early_keys(ast.parse(_code(c)), ast.Load) for h in SECTIONS for c in _section(cells, h))
+    )
+    assert read and read <= _early_keys(ast.parse(_code(code[early])), ast.Store), read

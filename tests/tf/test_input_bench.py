@@ -81,6 +81,25 @@ def test_ladder_measures_the_guide_both_ways_and_counts_every_example(tmp_path):
     assert "x naive" in bp.format_table(rows)
 
 
+def test_ladder_builds_each_row_with_the_builder_it_is_given(tmp_path):
+    """Notebook 07 passes its own copy of build_pipeline: every row goes through that builder."""
+    wl = small_workload(tmp_path)
+    built = []
+
+    def build(wl_, cfg):
+        built.append(cfg.name)
+        return bp.build_pipeline(wl_, cfg)
+
+    rows = bp.ladder(wl, epochs=2, configs=(bp.NAIVE, bp.TUNED), include_guide=False, build=build)
+    assert built == ["naive", "course tuned"] and [r.name for r in rows] == built
+
+
+def test_storage_wait_is_what_the_files_wait_one_after_another(tmp_path):
+    wl = small_workload(tmp_path)  # 4 files of 16 records: 4 opens of 2 ms, 64 records of 0.1 ms
+    assert wl.storage_wait_s == pytest.approx(4 * 0.002 + 64 * 0.0001)
+    assert f"{wl.storage_wait_s:.2f} s of waiting" in wl.describe()
+
+
 def test_ladder_adds_one_technique_per_row():
     """Each LADDER row keeps every flag of the row before it and turns on exactly one more."""
     import dataclasses

@@ -220,3 +220,21 @@ def test_steps_runner_runs_the_given_step_on_fresh_batches() -> None:
     assert seen == [((8, 3, 32, 32), "cpu")] * 6
     with pytest.raises(ValueError, match="cannot make"):
         xla.steps_runner(step, images, labels, dev=torch.device("cpu"), batch_size=8, steps=6)
+
+
+def test_train_runs_the_step_it_is_given() -> None:
+    """Notebook 06 passes its own copy of train_step: every batch goes through that step."""
+    torch.manual_seed(0)
+    model = _linear(10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _images(8)
+    seen = []
+
+    def step(model_, images, labels, optimizer_):
+        seen.append(int(labels.shape[0]))
+        return xla.train_step(model_, images, labels, optimizer_)
+
+    log = xla.train(
+        model, xla.make_loader(x, y, batch_size=4), optimizer, dev=torch.device("cpu"), step=step
+    )
+    assert seen == [4, 4] and len(log.losses) == 2

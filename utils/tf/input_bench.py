@@ -106,11 +106,22 @@ class Workload:
         """``(H, W, C)`` of the stored and of the produced images."""
         return self.manifest.image_shape
 
+    @property
+    def storage_wait_s(self) -> float:
+        """Simulated storage waiting in one epoch when nothing overlaps (files one after another).
+
+        An epoch that takes less than this can only come from waiting on several files at once.
+        """
+        return (
+            len(self.manifest.files) * self.open_latency_s
+            + self.num_examples * self.record_latency_s
+        )
+
     def describe(self) -> str:
         """One paragraph: what is simulated and what is real."""
         files = len(self.manifest.files)
         per_file = self.num_examples // files
-        sleep = files * self.open_latency_s + self.num_examples * self.record_latency_s
+        sleep = self.storage_wait_s
         return (
             f"{self.num_examples} examples {self.image_shape} in {files} PNG TFRecord shards "
             f"of ~{per_file} records. Simulated storage: {self.open_latency_s * 1e3:g} ms to open "
@@ -447,8 +458,12 @@ def ladder(
     configs: Sequence[PipelineConfig] | None = None,
     include_guide: bool = True,
     extra: Mapping[str, Callable[[], Result]] | None = None,
+    build: Callable[[Workload, PipelineConfig], tf.data.Dataset] | None = None,
 ) -> list[Result]:
     """One run of each ladder row (or ``configs``), of ``extra`` and of the guide's pipeline.
+
+    ``build(wl, cfg)`` turns a row into its dataset (default :func:`build_pipeline`; notebook 07
+    passes its own, editable copy).
 
     A map of where the time goes, one run per row: single runs on a shared machine cannot say
     that one row is faster than another (use :func:`utils.compare.compare` for that). The guide's
@@ -463,10 +478,8 @@ def ladder(
         )
 
     chosen = configs if configs is not None else (*LADDER, TUNED)
-    results = [
-        run(lambda cfg=cfg: build_pipeline(wl, cfg), cfg.name, cfg.repeat, cfg.note)
-        for cfg in chosen
-    ]
+    make = build or build_pipeline
+    results = [run(lambda cfg=cfg: make(wl, cfg), cfg.name, cfg.repeat, cfg.note) for cfg in chosen]
     results += [fn() for fn in (extra or {}).values()]
     if include_guide:
         results.append(

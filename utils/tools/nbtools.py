@@ -14,12 +14,17 @@
   is set first. ``make sync-setup`` / ``make set-ref REF=...``.
 * ``check-setup``: exit non-zero if a notebook's set-up block differs from CONTRIBUTING's.
 
+:func:`shown_function` / :func:`function_ast` (and :func:`saved_script` / :func:`script_ast` for a
+script a cell writes) serve the tests that keep what a notebook defines in a visible cell (the code
+a learner edits) equal to its ``utils`` original.
+
 Framework-free; papermill is imported only by ``refresh``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -244,6 +249,75 @@ def check_setup() -> list[str]:
                 "(run `make sync-setup`)"
             )
     return problems
+
+
+def _ipython_free(source: str) -> str:
+    """``source`` without the lines a notebook gives to IPython (``%``, ``%%`` magics, ``!``)."""
+    return "\n".join(
+        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
+    )
+
+
+def _drop_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def script_ast(source: str) -> str:
+    """``ast.dump`` of a whole script (a ``%%save_script`` cell, a module), docstrings left out."""
+    return ast.dump(_drop_docstrings(ast.parse(_ipython_free(source))))
+
+
+def saved_script(notebook: Path, name: str) -> list[dict]:
+    """The code cells of ``notebook`` whose first line is ``%%save_script name``."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return [
+        c
+        for c in cells
+        if c["cell_type"] == "code"
+        and "".join(c["source"]).split("\n", 1)[0].split() == ["%%save_script", name]
+    ]
+
+
+def function_ast(source: str, name: str) -> str:
+    """``ast.dump`` of the top-level function ``name`` in ``source``, docstrings left out.
+
+    Comments and formatting never reach the AST, so two definitions compare equal when they run
+    the same code. Lines a notebook gives to IPython (``%magic``, ``!shell``) are skipped.
+
+    Raises:
+        LookupError: ``source`` defines no top-level function ``name``.
+    """
+    for node in ast.parse(_ipython_free(source)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return ast.dump(_drop_docstrings(node))
+    raise LookupError(f"no top-level function {name!r}")
+
+
+def shown_function(notebook: Path, name: str) -> list[dict]:
+    """The code cells of ``notebook`` that define ``name`` at their top level (cell magics skipped:
+    a ``%%`` cell's body is not run by the kernel)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    found = []
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or source.startswith("%%"):
+            continue
+        try:
+            function_ast(source, name)
+        except LookupError:
+            continue
+        found.append(cell)
+    return found
 
 
 def _paths(names: Iterable[str]) -> list[Path]:

@@ -8,4 +8,8 @@ too); keep them out of TensorFlow and JAX processes: the first framework owns th
   output, profiler traces). Framework-free.
 - ``stacks``: which PyTorch-on-TPU stack is installed and whether it can work (torch/torch_xla
   match, TorchTPU). Framework-free.
+- ``spmd_train``, ``multi_process``, ``cached_step``: notebook 06's scripts for fresh processes
+  (SPMD, the multi-process recipe, the persistent cache), run as files, never imported; the same
+  code as the notebook's ``%%save_script`` cells (a test), so that on a TPU the notebook can start
+  them before its kernel opens the chips.
 """

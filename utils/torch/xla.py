@@ -324,10 +324,10 @@ def train_step(
     recipe needs ``xm.optimizer_step``.
     """
     optimizer.zero_grad()
-    loss = loss_fn(model(images_to_float(images)), labels)
+    loss = loss_fn(model(images_to_float(images)), labels)  # uint8 -> float in [0, 1] on the device
     loss.backward()
     optimizer.step()
-    return loss.detach()
+    return loss.detach()  # stays on the device: read it once, at the end
 
 
 @dataclass
@@ -355,19 +355,23 @@ def train(
     dev: torch.device,
     epochs: int = 1,
     max_steps: int | None = None,
+    step: Callable[..., torch.Tensor] | None = None,
 ) -> TrainLog:
     """Train ``model`` (already on ``dev``) for ``epochs`` passes or ``max_steps`` steps.
 
-    The losses stay on the device until the end (reading one each step would stall the device
-    every step) and are then read once.
+    ``step(model, images, labels, optimizer)`` makes one step and returns the loss tensor
+    (default :func:`train_step`; notebook 06 passes its own, editable copy). The losses stay on
+    the device until the end (reading one each step would stall the device every step) and are
+    then read once.
     """
+    step = step or train_step
     model.train()
     log = TrainLog()
     device_losses: list[torch.Tensor] = []
     start = time.perf_counter()
     for _ in range(epochs):
         for images, labels in _device_batches(loader, dev):
-            device_losses.append(train_step(model, images, labels, optimizer))
+            device_losses.append(step(model, images, labels, optimizer))
             log.steps += 1
             log.images += int(labels.shape[0])
             if max_steps is not None and log.steps >= max_steps:

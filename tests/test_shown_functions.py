@@ -1,0 +1,89 @@
+"""A function a notebook defines in a visible cell (the code a learner edits and copies) is the
+same code as its ``utils`` original, which the rest of the course runs.
+
+Framework-free: the notebook and the module are both read as text and compared with ``ast``
+(docstrings and comments left out), so this runs without TensorFlow or torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from utils import ROOT
+from utils.tools.nbtools import function_ast, saved_script, script_ast, shown_function
+
+# (notebook, function, the utils module that holds the original)
+SHOWN = [
+    ("05_custom_training_loop.ipynb", "make_train_loop", "utils/tf/training.py"),
+    ("06_pytorch_xla.ipynb", "train_step", "utils/torch/xla.py"),
+    ("07_tf_data_performance.ipynb", "build_pipeline", "utils/tf/input_bench.py"),
+]
+
+
+@pytest.mark.parametrize(("notebook", "name", "module"), SHOWN)
+def test_the_notebook_shows_the_code_utils_runs(notebook: str, name: str, module: str) -> None:
+    cells = shown_function(ROOT / "notebooks" / notebook, name)
+    assert len(cells) == 1, (
+        f"{notebook} must define {name} in exactly one code cell, found {len(cells)}"
+    )
+    cell = cells[0]
+    assert not cell["metadata"].get("jupyter", {}).get("source_hidden"), f"{name} must be visible"
+    assert not "".join(cell["source"]).startswith("# @title"), (
+        f"{name} must not be a collapsed cell"
+    )
+    original = function_ast((ROOT / module).read_text(encoding="utf-8"), name)
+    assert function_ast("".join(cell["source"]), name) == original, (
+        f"{notebook}'s {name} differs from {module}'s: change both"
+    )
+
+
+# (notebook, the script a %%save_script cell writes, the utils copy that a TPU run starts before
+# the kernel opens the chips)
+SCRIPTS = [
+    ("06_pytorch_xla.ipynb", "spmd_train.py", "utils/torch/spmd_train.py"),
+    ("06_pytorch_xla.ipynb", "cached_step.py", "utils/torch/cached_step.py"),
+    ("06_pytorch_xla.ipynb", "multi_process.py", "utils/torch/multi_process.py"),
+]
+
+
+@pytest.mark.parametrize(("notebook", "name", "module"), SCRIPTS)
+def test_the_notebook_writes_the_script_utils_holds(notebook: str, name: str, module: str) -> None:
+    cells = saved_script(ROOT / "notebooks" / notebook, name)
+    assert len(cells) == 1, f"{notebook} must write {name} in exactly one cell, found {len(cells)}"
+    original = script_ast((ROOT / module).read_text(encoding="utf-8"))
+    assert script_ast("".join(cells[0]["source"])) == original, (
+        f"{notebook}'s {name} differs from {module}: change both"
+    )
+
+
+def test_a_changed_statement_is_caught_and_a_docstring_is_not() -> None:
+    """The comparison can fail: one changed argument differs; docstrings and comments do not."""
+    original = "def f(x):\n    '''Doc.'''\n    return g(x, 1)  # note\n"
+    assert function_ast("def f(x):\n    return g(x, 1)\n", "f") == function_ast(original, "f")
+    assert function_ast("def f(x):\n    return g(x, 2)\n", "f") != function_ast(original, "f")
+    with pytest.raises(LookupError):
+        function_ast("def h():\n    pass\n", "f")
+    script = '%%save_script s.py\n"""Usage."""\nimport sys\n\nprint(sys.argv[1])\n'
+    assert script_ast(script) == script_ast("import sys\nprint(sys.argv[1])  # the argument\n")
+    assert script_ast(script) != script_ast("import sys\nprint(sys.argv[2])\n")
+
+
+def test_only_top_level_definitions_in_code_cells_count(tmp_path: Path) -> None:
+    """A script written by a cell magic, or a nested def, is not the notebook's definition."""
+    import json
+
+    def code(text: str) -> dict:
+        return {"cell_type": "code", "metadata": {}, "source": text.splitlines(keepends=True)}
+
+    nb = {
+        "cells": [
+            code("%%save_script s.py\ndef f():\n    pass\n"),
+            code("def outer():\n    def f():\n        pass\n"),
+            code("def f():\n    return 1\n"),
+        ]
+    }
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    assert ["".join(c["source"]) for c in shown_function(path, "f")] == ["def f():\n    return 1\n"]
