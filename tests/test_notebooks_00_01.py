@@ -116,3 +116,38 @@ def test_01_lists_devices_before_tensorflow() -> None:
     assert "fresh_process.run_python_json" in text(
         cs[listing]
     )  # the notebook's process keeps the TPU free
+
+
+def _exercise_block(cs: list[dict]) -> list[dict]:
+    start = next(i for i, c in enumerate(cs) if text(c).startswith("## Exercise"))
+    recap = next(i for i, c in enumerate(cs) if text(c).startswith("## Recap"))
+    return cs[start:recap]
+
+
+def test_01_exercise_runs_on_a_free_tpu_as_shipped() -> None:
+    """The exercise needs JAX only (both free TPU images ship it), never TensorFlow."""
+    for c in _exercise_block(cells(NB01)):
+        if c["cell_type"] == "code":
+            assert not TF_USE.search(text(c)), text(c)
+            assert "run_jax" in text(c), "every exercise cell says what it does without JAX"
+
+
+def test_01_jax_in_process_is_placed_before_it_starts() -> None:
+    """The notebook's own JAX splits the CPU (or stays off a TPU that TensorFlow will use) first."""
+    cs = cells(NB01)
+    in_process = [
+        i
+        for i, c in enumerate(cs)
+        if c["cell_type"] == "code" and re.search(r"^\s*import jax\s*$", text(c), re.M)
+    ]
+    assert len(in_process) == 1, in_process
+    body = text(cs[in_process[0]])
+    first_import = re.search(r"^\s*import jax\s*$", body, re.M).start()
+    assert 0 <= body.find("simulated_devices.request(SIMULATED_DEVICES)") < first_import
+    assert 0 <= body.find('os.environ["JAX_PLATFORMS"] = "cpu"') < first_import
+    assert "if run_jax:" in body
+    listing = next(i for i, c in enumerate(cs) if "LIST_JAX" in text(c))
+    first_tf = next(
+        i for i, c in enumerate(cs) if c["cell_type"] == "code" and "import tensorflow" in text(c)
+    )
+    assert listing < in_process[0] < first_tf, "fresh-process listing, then JAX here, then TF"
