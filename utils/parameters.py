@@ -22,7 +22,9 @@ and default the same everywhere (a notebook's check cell passes the spec to ``ch
 - ``PER_REPLICA_BATCH`` (:func:`per_replica_batch_spec`): images per device and step, ``1..4096``,
   None allowed where the notebook offers the hardware's default; :func:`per_replica_batch_used`:
   the value, or for None the seed's batch of 128 per chip on a TPU/GPU and the seed's global batch
-  of 128 split over the simulated devices on a CPU.
+  of 128 split over the simulated devices on a CPU. One exception, notebook 02, keeps 32 per device
+  on a CPU: with 16, Keras-on-JAX's 8-device all-reduce hung twice on the loaded 2-core reference
+  machine (7 of 8 devices waiting 300 s for the last), as 32 never did.
 
 Results files record both: the parameter under its own name as requested (None included), and
 what the run used under the lowercase name (``"PER_REPLICA_BATCH": None, "per_replica_batch":
