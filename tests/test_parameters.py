@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from utils.parameters import Choice, Range, check_params, check_together
+from utils.parameters import (
+    Choice,
+    Range,
+    check_params,
+    check_together,
+    per_replica_batch_spec,
+    per_replica_batch_used,
+    simulated_devices_spec,
+    simulated_devices_used,
+)
 
 
 def test_check_params_accepts_right_types_and_none_when_allowed():
@@ -52,3 +61,30 @@ def test_a_rule_across_parameters_names_every_value() -> None:
         check_together(
             100 % 8 == 0, "the devices must divide the global batch", BATCH=100, DEVICES=8
         )
+
+
+def test_simulated_devices_has_one_spec_with_a_lesson_minimum():
+    check_params(SIMULATED_DEVICES=simulated_devices_spec(1))
+    check_params(SIMULATED_DEVICES=simulated_devices_spec(64, at_least=2))
+    for bad, at_least in ((0, 1), (65, 1), (1, 2)):
+        with pytest.raises(ValueError, match=r"SIMULATED_DEVICES must be in \["):
+            check_params(SIMULATED_DEVICES=simulated_devices_spec(bad, at_least=at_least))
+    with pytest.raises(TypeError, match="SIMULATED_DEVICES"):
+        check_params(SIMULATED_DEVICES=simulated_devices_spec(None))
+    assert simulated_devices_used(8, on_cpu=True) == 8
+    assert simulated_devices_used(8, on_cpu=False) is None
+
+
+def test_per_replica_batch_default_is_the_seeds_batch_per_chip_or_in_all_on_a_cpu():
+    check_params(PER_REPLICA_BATCH=per_replica_batch_spec(None))
+    with pytest.raises(TypeError):
+        check_params(PER_REPLICA_BATCH=per_replica_batch_spec(None, allow_none=False))
+    with pytest.raises(ValueError, match=r"must be in \[8, 4096\]"):
+        check_params(PER_REPLICA_BATCH=per_replica_batch_spec(4, at_least=8))
+    with pytest.raises(ValueError, match=r"must be in \[1, 4096\]"):
+        check_params(PER_REPLICA_BATCH=per_replica_batch_spec(4097))
+    assert per_replica_batch_used(None, on_cpu=False, devices=8) == 128
+    assert per_replica_batch_used(None, on_cpu=True, devices=8) == 16
+    assert per_replica_batch_used(None, on_cpu=True, devices=4) == 32
+    assert per_replica_batch_used(None, on_cpu=True, devices=1) == 128
+    assert per_replica_batch_used(24, on_cpu=True, devices=8) == 24

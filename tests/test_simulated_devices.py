@@ -86,3 +86,11 @@ def test_per_device_batch() -> None:
         sd.per_device_batch(4, 8)
     with pytest.raises(ValueError):
         sd.per_device_batch(128, 0)
+
+
+def test_one_count_rule_and_one_default() -> None:
+    assert sd.check_count(1) == 1 and sd.check_count(sd.MAX_COUNT) == sd.MAX_COUNT
+    for bad in (0, sd.MAX_COUNT + 1, 2.0, True, "8", None):
+        with pytest.raises(ValueError, match="virtual_cpus must be an integer >= 1 and <= 64"):
+            sd.check_count(bad, "virtual_cpus")
+    assert [sd.default_count(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]

@@ -71,13 +71,13 @@ def configure(
 
     Raises:
         KerasJaxSetupError: Keras is already imported with another backend.
-        ValueError: ``simulated_devices`` below 1.
+        ValueError: ``simulated_devices`` breaks ``simulated_devices.check_count`` (1..64).
     """
     env = os.environ if env is None else env
     modules = sys.modules if modules is None else modules
     notes: list[str] = []
-    if simulated_devices is not None and simulated_devices < 1:
-        raise ValueError(f"simulated_devices must be >= 1 (or None), got {simulated_devices}")
+    if simulated_devices is not None:
+        simulated.check_count(simulated_devices, "simulated_devices")
 
     loaded = _keras_backend_loaded(modules)
     if loaded is not None and loaded != backend:

@@ -176,87 +176,86 @@ def stack_status(
     """
     v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
     on_tpu = rt.accelerator == "tpu"
-    tpu_vm = on_tpu and rt.tpu is not None and rt.tpu.mode == "vm"
-    gen = rt.tpu.generation if rt.tpu is not None else None
-    out = []
+    return [
+        _keras_jax_status(v, on_tpu),
+        _tf_tpu_strategy_status(rt, v),
+        _torch_xla_status(v, on_tpu, tpu_vm=on_tpu and rt.tpu is not None and rt.tpu.mode == "vm"),
+        _torch_tpu_status(v, on_tpu),
+    ]
 
-    # Keras 3 + JAX
-    if v.get("jax") and v.get("keras", "").split(".")[0] == "3":
+
+def _keras_jax_status(v: Mapping[str, str | None], on_tpu: bool) -> StackStatus:
+    """Keras 3 + JAX."""
+    if v.get("jax") and (v.get("keras") or "").split(".")[0] == "3":
         if not on_tpu:
-            out.append(StackStatus("Keras+JAX", "CPU only", "runs here; on a TPU as shipped"))
-        elif v.get("libtpu"):
-            out.append(StackStatus("Keras+JAX", "works as shipped",
-                                   f"jax {v['jax']}, keras {v['keras']}, libtpu {v['libtpu']}: "
-                                   "notebook 02"))  # fmt: skip
-        else:
-            out.append(StackStatus("Keras+JAX", "needs install",
-                                   "pip install 'jax[tpu]' (libtpu for jax)"))  # fmt: skip
-    else:
-        out.append(StackStatus("Keras+JAX", "needs install",
-                               "pip install 'jax[tpu]' 'keras>=3'" if on_tpu
-                               else "pip install jax 'keras>=3'"))  # fmt: skip
+            return StackStatus("Keras+JAX", "CPU only", "runs here; on a TPU as shipped")
+        if v.get("libtpu"):
+            return StackStatus("Keras+JAX", "works as shipped",
+                               f"jax {v['jax']}, keras {v['keras']}, libtpu {v['libtpu']}: "
+                               "notebook 02")  # fmt: skip
+        return StackStatus("Keras+JAX", "needs install",
+                           "pip install 'jax[tpu]' (libtpu for jax)")  # fmt: skip
+    return StackStatus("Keras+JAX", "needs install",
+                       "pip install 'jax[tpu]' 'keras>=3'" if on_tpu
+                       else "pip install jax 'keras>=3'")  # fmt: skip
 
-    # TensorFlow with TPUStrategy
+
+def _tf_tpu_strategy_status(rt: runtime.Runtime, v: Mapping[str, str | None]) -> StackStatus:
+    """TensorFlow with TPUStrategy."""
     dist = tensorflow_distribution(v)
-    if not on_tpu:
+    if rt.accelerator != "tpu":
         detail = f"{dist} {v[dist]}" if dist else "not installed"
-        out.append(StackStatus("TF TPUStrategy", "CPU only", f"{detail}; no TPU here"))
-    elif gen == "tpu7x":
-        out.append(
-            StackStatus("TF TPUStrategy", "not supported", "TensorFlow does not support TPU7x")
+        return StackStatus("TF TPUStrategy", "CPU only", f"{detail}; no TPU here")
+    if rt.tpu is not None and rt.tpu.generation == "tpu7x":
+        return StackStatus("TF TPUStrategy", "not supported", "TensorFlow does not support TPU7x")
+    if rt.tpu is not None and rt.tpu.mode == "node":
+        return StackStatus("TF TPUStrategy", "works as shipped" if dist else "needs install",
+                           "legacy TPU Node: TensorFlow drives it over gRPC")  # fmt: skip
+    if dist == "tensorflow-tpu":
+        return StackStatus(
+            "TF TPUStrategy",
+            "works as shipped",
+            f"tensorflow-tpu {v[dist]}, libtpu {v.get('libtpu') or 'MISSING'}",
         )
-    elif rt.tpu is not None and rt.tpu.mode == "node":
-        out.append(StackStatus("TF TPUStrategy", "works as shipped" if dist else "needs install",
-                               "legacy TPU Node: TensorFlow drives it over gRPC"))  # fmt: skip
-    elif dist == "tensorflow-tpu":
-        out.append(
-            StackStatus(
-                "TF TPUStrategy",
-                "works as shipped",
-                f"tensorflow-tpu {v[dist]}, libtpu {v.get('libtpu') or 'MISSING'}",
-            )
-        )
-    else:
-        found = (
-            f"{dist} {v[dist]} is importable but has no TPU kernels (TPUStrategy fails with "
-            "'No OpKernel was registered to support Op ConfigureDistributedTPU')"
-            if dist
-            else "TensorFlow is not installed"
-        )
-        out.append(StackStatus("TF TPUStrategy", "needs install",
-                               f"{found}; opt in with prepare(..., install_tensorflow_tpu=True) "
-                               f"(tensorflow-tpu=={TENSORFLOW_TPU_VERSION}; risk: "
-                               "googlecolab/colabtools#5174)"))  # fmt: skip
+    found = (
+        f"{dist} {v[dist]} is importable but has no TPU kernels (TPUStrategy fails with "
+        "'No OpKernel was registered to support Op ConfigureDistributedTPU')"
+        if dist
+        else "TensorFlow is not installed"
+    )
+    return StackStatus("TF TPUStrategy", "needs install",
+                       f"{found}; opt in with prepare(..., install_tensorflow_tpu=True) "
+                       f"(tensorflow-tpu=={TENSORFLOW_TPU_VERSION}; risk: "
+                       "googlecolab/colabtools#5174)")  # fmt: skip
 
-    # PyTorch/XLA
+
+def _torch_xla_status(v: Mapping[str, str | None], on_tpu: bool, *, tpu_vm: bool) -> StackStatus:
+    """PyTorch/XLA: torch and torch_xla of one minor version."""
     torch, xla = v.get("torch"), v.get("torch_xla")
     if torch and xla and _minor(torch) == _minor(xla):
         verdict = "CPU only" if not on_tpu else "works as shipped" if tpu_vm else "not supported"
-        out.append(StackStatus("torch_xla", verdict, f"torch {torch}, torch_xla {xla} (PJRT)"))
-    elif torch and xla:
-        out.append(StackStatus("torch_xla", "needs install",
-                               f"torch {torch} and torch_xla {xla} do not match: "
-                               f"pip install 'torch_xla[tpu]=={_minor(torch)}.*'"))  # fmt: skip
-    else:
-        out.append(StackStatus("torch_xla", "needs install",
-                               f"pip install torch=={TORCH_XLA_VERSION} "
-                               f"'torch_xla[tpu]=={TORCH_XLA_VERSION}'"))  # fmt: skip
+        return StackStatus("torch_xla", verdict, f"torch {torch}, torch_xla {xla} (PJRT)")
+    if torch and xla:
+        return StackStatus("torch_xla", "needs install",
+                           f"torch {torch} and torch_xla {xla} do not match: "
+                           f"pip install 'torch_xla[tpu]=={_minor(torch)}.*'")  # fmt: skip
+    return StackStatus("torch_xla", "needs install",
+                       f"pip install torch=={TORCH_XLA_VERSION} "
+                       f"'torch_xla[tpu]=={TORCH_XLA_VERSION}'")  # fmt: skip
 
-    # TorchTPU (torch-tpu): needs torch 2.11+ and libtpu >= 0.0.50; no CPU mode.
+
+def _torch_tpu_status(v: Mapping[str, str | None], on_tpu: bool) -> StackStatus:
+    """TorchTPU (torch-tpu): needs torch 2.11+ and libtpu >= 0.0.50; no CPU mode."""
     if v.get("torch-tpu"):
-        out.append(
-            StackStatus(
-                "TorchTPU",
-                "works as shipped" if on_tpu else "not supported",
-                f"torch-tpu {v['torch-tpu']}" + ("" if on_tpu else ": no CPU mode"),
-            )
+        return StackStatus(
+            "TorchTPU",
+            "works as shipped" if on_tpu else "not supported",
+            f"torch-tpu {v['torch-tpu']}" + ("" if on_tpu else ": no CPU mode"),
         )
-    else:
-        out.append(StackStatus("TorchTPU", "needs install" if on_tpu else "not supported",
-                               "pip install torch-tpu (torch 2.11-2.15, libtpu >= 0.0.50: replaces "
-                               "the image's torch and libtpu)" if on_tpu
-                               else "no CPU or simulated-device mode"))  # fmt: skip
-    return out
+    return StackStatus("TorchTPU", "needs install" if on_tpu else "not supported",
+                       "pip install torch-tpu (torch 2.11-2.15, libtpu >= 0.0.50: replaces "
+                       "the image's torch and libtpu)" if on_tpu
+                       else "no CPU or simulated-device mode")  # fmt: skip
 
 
 def describe_stacks(statuses: Sequence[StackStatus]) -> str:
@@ -392,10 +391,25 @@ def prepare(
     hosted = rt.platform in ("colab", "kaggle") and env.get("COURSE_NO_INSTALL") != "1"
     if allow_install is None:
         allow_install = hosted
-    tf_dist = tensorflow_distribution(v)
     # TensorFlow on a TPU VM is decided here, never through `missing` below.
     tf_on_tpu_vm = "tensorflow" in needs and on_tpu_vm
-    if tf_on_tpu_vm and tf_dist != "tensorflow-tpu" and install_tensorflow_tpu:
+    if tf_on_tpu_vm:
+        _tensorflow_for_tpu_vm(v, allow_install, install_tensorflow_tpu)
+    missing = [m for m in needs if not is_installed(m) and not (tf_on_tpu_vm and m == "tensorflow")]
+    if missing:
+        _install_missing(rt, missing, v, allow_install)
+        if read_versions:
+            v = _installed_versions(STACK_DISTRIBUTIONS)
+    return _prepared(rt, v, show="tensorflow" in needs)
+
+
+def _tensorflow_for_tpu_vm(
+    v: dict[str, str | None], allow_install: bool, install_tensorflow_tpu: bool
+) -> None:
+    """A TPU VM notebook that needs TensorFlow: ``tensorflow-tpu`` if opted in, else (where
+    there is no TensorFlow at all) ``tensorflow-cpu`` for host-side work; ``v`` is updated."""
+    tf_dist = tensorflow_distribution(v)
+    if tf_dist != "tensorflow-tpu" and install_tensorflow_tpu:
         if allow_install is False:
             raise ModuleNotFoundError(
                 "install_tensorflow_tpu=True but installing is off here (allow_install=False or "
@@ -406,7 +420,7 @@ def prepare(
         if error:
             raise RuntimeError(error + "\nRestart the runtime and run this cell again.")
         v["tensorflow-tpu"] = TENSORFLOW_TPU_VERSION
-    elif tf_on_tpu_vm and tf_dist is None and allow_install:
+    elif tf_dist is None and allow_install:
         if _pip([f"tensorflow-cpu=={TENSORFLOW_CPU_VERSION}"]) is None:
             v["tensorflow-cpu"] = TENSORFLOW_CPU_VERSION
         else:  # the TPU sections still run: say it in one line and go on
@@ -414,7 +428,11 @@ def prepare(
                 "Could not install tensorflow-cpu (no network?): the TensorFlow cells are skipped."
             )
 
-    missing = [m for m in needs if not is_installed(m) and not (tf_on_tpu_vm and m == "tensorflow")]
+
+def _install_missing(
+    rt: runtime.Runtime, missing: Sequence[str], v: Mapping[str, str | None], allow_install: bool
+) -> None:
+    """pip-install the ``missing`` import names, or raise saying how to get them here."""
     if "torch_xla" in missing and not torch_xla_wheels_here():
         raise ModuleNotFoundError(
             f"torch_xla publishes wheels for Linux on x86_64 only, and this is {_system()}: "
@@ -428,24 +446,20 @@ def prepare(
             "requirements.txt and registers the 'Python (TPU course)' kernel), then pick that "
             "kernel. On Colab or Kaggle this cell installs what is missing by itself."
         )
-    for args in install_plan(rt, missing, versions=v) if missing else []:
+    for args in install_plan(rt, missing, versions=v):
         error = _pip(args)
         if error:
             raise RuntimeError(
                 f"{error}\nCheck the runtime has network access and see notebook 01's "
                 "troubleshooting table for known version conflicts."
             )
-    if missing:
-        importlib.invalidate_caches()  # let find_spec see what pip just installed
-        still_missing = [m for m in missing if not is_installed(m)]
-        if still_missing:
-            raise ModuleNotFoundError(
-                f"{', '.join(still_missing)} still not importable after installing: restart the "
-                "runtime (Runtime > Restart session) and run this cell again."
-            )
-        if read_versions:
-            v = _installed_versions(STACK_DISTRIBUTIONS)
-    return _prepared(rt, v, show="tensorflow" in needs)
+    importlib.invalidate_caches()  # let find_spec see what pip just installed
+    still_missing = [m for m in missing if not is_installed(m)]
+    if still_missing:
+        raise ModuleNotFoundError(
+            f"{', '.join(still_missing)} still not importable after installing: restart the "
+            "runtime (Runtime > Restart session) and run this cell again."
+        )
 
 
 def _prepared(rt: runtime.Runtime, v: Mapping[str, str | None], *, show: bool) -> Prepared:

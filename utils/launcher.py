@@ -152,7 +152,6 @@ class WorkerResult:
     pid: int
     returncode: int | None
     log: str
-    ended_s: float | None  # seconds after the job started when it ended (None: we stopped it)
     stopped_by_launcher: bool = False
 
     def tail(self, lines: int = 15) -> str:
@@ -364,7 +363,6 @@ class _Job:
             pid=proc.pid,
             returncode=proc.returncode,
             log=text,
-            ended_s=self.ended.get(rank),
             stopped_by_launcher=rank in self.stopped,
         )
 

@@ -295,13 +295,15 @@ def record(
 
     The runtime description (``utils.runtime``), a machine label and the library versions are
     stored with the numbers, so results from different machines can be put side by side.
-    ``parameters``: the notebook's parameters as this run used them (name -> str, number,
-    True/False/None or a list of those); ``data_source``: the ``CifarData`` the notebook trained
-    on (stored as ``"cifar10"`` or ``"standin"``) or a short string; ``make report`` marks runs
-    that differ in either. ``runtime`` overrides the detected description (tests use it). A
-    metric that is not a finite number with a unit, or a negative time or rate, raises
-    ``ValueError`` naming it; an existing file for the same notebook is replaced (one file per
-    notebook and machine). Metric names are free (identifiers), e.g. ``mfu``.
+    ``parameters``: the notebook's parameters (name -> str, number, True/False/None or a list
+    of those), each as requested under its own name (None: the hardware's default) and, where
+    the run derived another value from it, as used under the lowercase name
+    (``"PER_REPLICA_BATCH": None, "per_replica_batch": 16``); ``data_source``: the
+    ``CifarData`` the notebook trained on (stored as ``"cifar10"`` or ``"standin"``) or a short
+    string; ``make report`` marks runs that differ in either. ``runtime`` overrides the detected
+    description (tests use it). A metric that is not a finite number with a unit, or a negative
+    time or rate, raises ``ValueError`` naming it; an existing file for the same notebook is
+    replaced (one file per notebook and machine). Metric names are free (identifiers), e.g. ``mfu``.
 
     Example: ``record("02_tf_data", {"tuned_images_per_s": (41250.0, "img/s")},
     parameters={"EPOCHS": EPOCHS}, data_source=data)``.

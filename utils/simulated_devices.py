@@ -5,6 +5,10 @@ Framework-free: this module must run *before* JAX is imported. XLA reads
 so the flag is useless once JAX has been imported (it may already hold the backend); then the
 program would quietly run on one device. :func:`request` refuses that case loudly.
 
+- :func:`check_count`: the one rule for a simulated device count, whichever framework reads it
+  (JAX's ``XLA_FLAGS``, TensorFlow's logical CPUs, torch_xla's ``CPU_NUM_DEVICES``, the
+  multi-host workers' ``SIMULATED_DEVICES``): a whole number in ``1..``:data:`MAX_COUNT`, per
+  process; :func:`default_count`: the one default, :data:`DEFAULT_TOTAL` devices in all.
 - :func:`request`: put the flag into ``XLA_FLAGS`` (replacing an older count), or raise
   :class:`JaxAlreadyImported` saying to restart the kernel.
 - :func:`check_device_count`: after import, the devices JAX sees are the devices asked for.
@@ -30,10 +34,15 @@ import sys
 from collections.abc import Mapping, MutableMapping
 
 __all__ = [
+    "DEFAULT_TOTAL",
     "FLAG",
+    "MAX_COUNT",
     "PATIENCE_FLAGS",
     "JaxAlreadyImported",
+    "accepts_patience",
+    "check_count",
     "check_device_count",
+    "default_count",
     "per_device_batch",
     "request",
     "requested_count",
@@ -46,9 +55,28 @@ PATIENCE_FLAGS = (
     "--xla_cpu_collective_call_terminate_timeout_seconds=900",
 )
 PATIENCE_MIN_JAXLIB = (0, 10)  # verified with jaxlib 0.10.2; older releases may not know them
+MAX_COUNT = 64  # simulated devices in one process: more only adds threads fighting for the cores
+DEFAULT_TOTAL = 8  # the default: 8 devices in all (a v5e-8's chips), split over a job's processes
 
 
-def _jaxlib_accepts_patience() -> bool:
+def check_count(count: object, name: str = "simulated device count") -> int:
+    """``count`` if it is a whole number in ``1..MAX_COUNT`` (devices in one process).
+
+    Raises:
+        ValueError: naming ``name`` and the value (a bool, a float or a string is refused too).
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        raise ValueError(f"{name} must be an integer >= 1 and <= {MAX_COUNT}, got {count!r}")
+    return count
+
+
+def default_count(processes: int = 1) -> int:
+    """Simulated devices per process when none were asked for: :data:`DEFAULT_TOTAL` in all."""
+    return max(1, DEFAULT_TOTAL // max(1, processes))
+
+
+def accepts_patience() -> bool:
+    """Whether the installed jaxlib is known to accept :data:`PATIENCE_FLAGS`."""
     try:
         version = importlib.metadata.version("jaxlib")
     except importlib.metadata.PackageNotFoundError:
@@ -89,12 +117,11 @@ def request(
     is known to accept them); flags already in ``XLA_FLAGS`` with the same name are kept.
 
     Raises:
-        ValueError: ``count`` is not a positive integer.
+        ValueError: ``count`` breaks :func:`check_count`.
         JaxAlreadyImported: JAX is already imported and ``XLA_FLAGS`` did not ask for ``count``
             devices before that, so the request cannot take effect.
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"simulated device count must be an integer >= 1, got {count!r}")
+    check_count(count)
     env = os.environ if env is None else env
     modules = sys.modules if modules is None else modules
     current = requested_count(env)
@@ -114,7 +141,7 @@ def request(
     else:
         flags = [*existing.split(), f"{FLAG}={count}"]
     if patient is None:
-        patient = count > 1 and _jaxlib_accepts_patience()
+        patient = count > 1 and accepts_patience()
     if patient:
         names = {f.split("=", 1)[0] for f in flags}
         flags += [f for f in PATIENCE_FLAGS if f.split("=", 1)[0] not in names]

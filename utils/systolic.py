@@ -33,15 +33,14 @@ import numpy as np
 class Snapshot:
     """State of the array at the end of one cycle (for drawing).
 
-    ``activations[i, j]`` is the activation held by PE ``(i, j)``, ``psums[i, j]`` the partial
-    sum it passes down, ``active[i, j]`` whether it did a useful multiply-add this cycle (the
-    activation is a real element of ``X`` and the weight a real element of ``W``).
+    ``activations[i, j]`` is the activation held by PE ``(i, j)``, ``active[i, j]`` whether it
+    did a useful multiply-add this cycle (the activation is a real element of ``X`` and the
+    weight a real element of ``W``).
     """
 
     cycle: int
     tile: tuple[int, int]
     activations: np.ndarray
-    psums: np.ndarray
     active: np.ndarray
 
 
@@ -137,7 +136,6 @@ def _simulate_tile(
                     cycle=cycle0 + t,
                     tile=tile,
                     activations=act.copy(),
-                    psums=psum.copy(),
                     active=act_valid & weight_real,
                 )
             )

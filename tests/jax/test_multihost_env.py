@@ -123,3 +123,20 @@ def test_workers_do_not_depend_on_the_launcher(path):
         elif isinstance(node, ast.ImportFrom):
             imported |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
     assert not [m for m in imported if m and "launcher" in m], imported
+
+
+def test_prepare_defaults_to_eight_devices_in_all_with_patient_collectives(monkeypatch):
+    """No SIMULATED_DEVICES: the one default (8 in all, split over the processes); every worker
+    gets XLA's patient-collective flags, also with one device per process."""
+    from utils import simulated_devices
+
+    monkeypatch.setattr(simulated_devices, "accepts_patience", lambda: True)
+    env = {**LAUNCHER_ENV, "COURSE_NUM_PROCESSES": "2"}
+    multihost_env.prepare(environ=env, modules={}, say=lambda _: None)
+    assert "--xla_force_host_platform_device_count=4" in env["XLA_FLAGS"]
+    assert all(flag in env["XLA_FLAGS"] for flag in simulated_devices.PATIENCE_FLAGS)
+    env = {**LAUNCHER_ENV}
+    multihost_env.prepare(devices=1, environ=env, modules={}, say=lambda _: None)
+    assert all(flag in env["XLA_FLAGS"] for flag in simulated_devices.PATIENCE_FLAGS)
+    with pytest.raises(ValueError, match="SIMULATED_DEVICES must be an integer >= 1 and <= 64"):
+        multihost_env.prepare(environ={**LAUNCHER_ENV, "SIMULATED_DEVICES": "65"}, modules={})

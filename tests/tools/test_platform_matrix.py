@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from utils import fresh_process
 from utils.tools import platform_matrix as pm
 
 
@@ -78,3 +79,25 @@ def test_markdown_table_has_a_row_per_notebook_and_a_column_per_platform(monkeyp
     assert "stops at code cell 3: E: a \\| b (1 min)" in row
     assert "tensorboard==2.20.0" in text
     assert "| 02_y | not run yet | not run yet |" in text and "Partial: 2 of 4 runs" in text
+
+
+def test_a_hanging_notebook_times_out_and_leaves_no_process(tmp_path, monkeypatch):
+    """run_notebook's child (papermill and its kernel) ends with its whole group at the timeout."""
+    fake = tmp_path / "python"  # stands in for the platform's python -m papermill IN OUT ...
+    fake.write_text(
+        "#!/bin/sh\n"
+        'printf \'%s\' "$NB" > "$4"\n'  # papermill writes the notebook cell by cell
+        "sleep 300 &\n"  # the kernel: a grandchild
+        'echo $! > "$PIDFILE"\n'
+        "wait\n"
+    )
+    fake.chmod(0o755)
+    nb = {"cells": [_code("a", status="completed"), _code("b", status="running"), _code("c")]}
+    monkeypatch.setenv("NB", json.dumps(nb))
+    monkeypatch.setenv("PIDFILE", str(tmp_path / "kernel.pid"))
+    monkeypatch.setattr(pm, "venv_python", lambda platform: fake)
+    monkeypatch.setattr(pm, "BUILD", tmp_path / "build")
+    verdict = pm.run_notebook("colab", tmp_path / "01_x.ipynb", None, timeout=10)
+    assert verdict == "timed out after 10 s in code cell 2"
+    kernel = int((tmp_path / "kernel.pid").read_text())
+    assert not fresh_process.pid_alive(kernel), "the kernel outlived the timeout"

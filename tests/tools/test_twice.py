@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from utils.compare import Comparison, Variant
-from utils.tools import twice
+from utils.tools import load_drill, twice
 
 
 def _comparison(a_seconds, b_seconds) -> Comparison:
@@ -69,15 +69,15 @@ def test_report_covers_recorded_and_printed() -> None:
 
 
 def test_hog_processes_end_with_stop() -> None:
-    hogs = twice.start_hog(2)
+    hogs = load_drill.start_hogs(2)
     try:
         assert all(p.poll() is None for p in hogs)
     finally:
-        twice.stop_hog(hogs)
+        load_drill.stop_hogs(hogs)
     assert all(p.returncode is not None for p in hogs)
     with pytest.raises(subprocess.TimeoutExpired):  # sanity: a live process does not end itself
-        live = twice.start_hog(1)
+        live = load_drill.start_hogs(1)
         try:
             live[0].wait(timeout=0.1)
         finally:
-            twice.stop_hog(live)
+            load_drill.stop_hogs(live)

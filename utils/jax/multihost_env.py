@@ -80,8 +80,11 @@ def prepare(
 ) -> bool:
     """Before ``import jax``: in a rehearsal, CPU platform and simulated devices; else nothing.
 
-    ``devices``: simulated CPU devices per process (default ``SIMULATED_DEVICES``, else 4).
-    Returns whether this is a rehearsal. A preset ``JAX_PLATFORMS`` other than ``cpu`` is
+    ``devices``: simulated CPU devices per process (default ``SIMULATED_DEVICES``, else
+    ``simulated_devices.default_count`` over the job's processes: 8 in all). XLA's
+    patient-collective flags are added wherever jaxlib accepts them, also with one device per
+    process (the processes' collectives wait on each other too). Returns whether this is a
+    rehearsal. A preset ``JAX_PLATFORMS`` other than ``cpu`` is
     overridden deliberately (and ``say`` reports it): the rehearsal's "hosts" are CPU processes.
     """
     environ = os.environ if environ is None else environ
@@ -92,9 +95,14 @@ def prepare(
         say(f"rehearsal: JAX_PLATFORMS={preset!r} overridden with 'cpu' (simulated hosts)")
     environ["JAX_PLATFORMS"] = "cpu"
     if devices is None:
-        devices = int(environ.get("SIMULATED_DEVICES", "4"))
+        processes = int(environ.get("COURSE_NUM_PROCESSES") or 1)
+        wanted = environ.get("SIMULATED_DEVICES") or str(simulated_devices.default_count(processes))
+        devices = int(wanted) if wanted.strip().isdigit() else wanted
+    simulated_devices.check_count(devices, "SIMULATED_DEVICES")
     modules = sys.modules if modules is None else modules
-    simulated_devices.request(devices, env=environ, modules=modules)
+    simulated_devices.request(
+        devices, env=environ, modules=modules, patient=simulated_devices.accepts_patience()
+    )
     return True
 
 

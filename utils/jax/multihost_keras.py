@@ -23,6 +23,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from utils import data  # noqa: E402
+from utils.keras import models  # noqa: E402
 
 
 def main(argv=None):
@@ -59,13 +60,7 @@ def main(argv=None):
     x_mine, y_mine = x_all[np.concatenate(rows)], labels[np.concatenate(rows)].astype(np.int32)
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [
-            keras.Input((x_all.shape[1],)),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(10),
-        ]
-    )
+    model = models.mlp(x_all.shape[1])
     model.compile(
         keras.optimizers.SGD(0.05, momentum=0.9),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -54,26 +54,61 @@ def main(args):
     replicated, sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
 
     # 3. Per-host input: this process opens only its own shard files.
-    data = epath.Path(args.data)
+    files, shards = read_my_shards(epath.Path(args.data), rank, n)
+    slot = args.global_batch // (n * len(files))  # rows per file in each global batch
+
+    # 4. Model, optimizer, train step: the same code as on one host.
+    fresh_state, train_step = model(int(np.prod(shards[0]["images"].shape[1:])))
+    state = jax.jit(fresh_state, out_shardings=replicated)(jax.random.key(0))
+
+    # 5. Orbax: every process takes part in every save; restore lands in the sharded layout.
+    manager = open_checkpoints(args.ckpt_dir, args.ckpt_every)
+    start = manager.latest_step() or 0
+    if start:
+        like = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)  # noqa: E731
+        state = manager.restore(start, args=ocp.args.StandardRestore(jax.tree.map(like, state)))
+    multihost_utils.sync_global_devices("restored")  # a barrier: every host is at `start`
+    print(
+        f"process {rank}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
+        f"files {', '.join(files)}, starting at step {start}",
+        flush=True,
+    )
+    state, run = train(args, state, train_step, manager, shards, slot, sharded, start)
+
+    # 6. A metric gathered from every host: the slowest host's step time (stragglers show here).
+    mine = np.array([np.median(run["step_s"]) if run["step_s"] else 0.0, len(run["step_s"])])
+    every = multihost_utils.process_allgather(mine)  # shape (processes, 2), the same on all
+    print(f"median step per process (ms): {np.round(every[:, 0] * 1e3, 1).tolist()}", flush=True)
+    save_results(epath.Path(args.out), rank, state, run, start, slot * len(files))
+    multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
+    jax.distributed.shutdown()
+
+
+def read_my_shards(data, rank, n):
+    """This process's shard files (names) and their arrays; no other host's file is opened."""
     files = my_files([p.name for p in data.iterdir()], rank, n)
     shards = []
     for name in files:
         with (data / name).open("rb") as f, np.load(f) as z:
             shards.append({k: z[k] for k in ("ids", "images", "labels")})
-    slot = args.global_batch // (n * len(files))  # rows per file in each global batch
+    return files, shards
+
+
+def local_batch(shards, slot, step):
+    """This process's rows of global batch `step`: `slot` rows from each of its files."""
     steps_per_epoch = len(shards[0]["ids"]) // slot
+    rows = slice((step % steps_per_epoch) * slot, (step % steps_per_epoch + 1) * slot)
+    x = np.concatenate([s["images"][rows] for s in shards])
+    y = np.concatenate([s["labels"][rows] for s in shards])
+    ids = np.concatenate([s["ids"][rows] for s in shards])
+    return (x.reshape(len(x), -1).astype(np.float32) / 255, y.astype(np.int32)), ids
 
-    def local_batch(step):  # this process's rows of global batch `step`
-        rows = slice((step % steps_per_epoch) * slot, (step % steps_per_epoch + 1) * slot)
-        x = np.concatenate([s["images"][rows] for s in shards])
-        y = np.concatenate([s["labels"][rows] for s in shards])
-        ids = np.concatenate([s["ids"][rows] for s in shards])
-        return (x.reshape(len(x), -1).astype(np.float32) / 255, y.astype(np.int32)), ids
 
-    # 4. Model, optimizer, train step: the same code as on one host.
+def model(d):
+    """A two-layer MLP on `d` inputs with SGD: (fresh_state(key), jitted train_step)."""
+
     def init(key):
         k1, k2 = jax.random.split(key)
-        d = int(np.prod(shards[0]["images"].shape[1:]))
         return {
             "w1": jax.random.normal(k1, (d, 64)) * 0.02,
             "b1": jnp.zeros(64),
@@ -98,70 +133,63 @@ def main(args):
         params = init(key)
         return {"params": params, "opt": opt.init(params)}
 
-    state = jax.jit(fresh_state, out_shardings=replicated)(jax.random.key(0))
+    return fresh_state, train_step
 
-    # 5. Orbax: every process takes part in every save; restore lands in the sharded layout.
-    ckpt_dir = args.ckpt_dir if "://" in args.ckpt_dir else os.path.abspath(args.ckpt_dir)
-    policies = ocp.checkpoint_managers  # save every `ckpt_every` steps, and on a preemption notice
+
+def open_checkpoints(ckpt_dir, every):
+    """Orbax, asynchronous: a save every `every` steps and one on a preemption notice."""
+    ckpt_dir = ckpt_dir if "://" in ckpt_dir else os.path.abspath(ckpt_dir)
+    policies = ocp.checkpoint_managers
     when = policies.AnySavePolicy(
-        [policies.FixedIntervalPolicy(args.ckpt_every), policies.PreemptionCheckpointingPolicy()]
+        [policies.FixedIntervalPolicy(every), policies.PreemptionCheckpointingPolicy()]
     )
     options = ocp.CheckpointManagerOptions(save_decision_policy=when, max_to_keep=2)
-    manager = ocp.CheckpointManager(ckpt_dir, options=options)  # async saves by default
-    start = manager.latest_step() or 0
-    if start:
-        like = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)  # noqa: E731
-        state = manager.restore(start, args=ocp.args.StandardRestore(jax.tree.map(like, state)))
-    multihost_utils.sync_global_devices("restored")  # a barrier: every host is at `start`
-    print(
-        f"process {rank}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
-        f"files {', '.join(files)}, starting at step {start}",
-        flush=True,
-    )
+    return ocp.CheckpointManager(ckpt_dir, options=options)  # async saves by default
 
-    losses, step_s, read_ids, preempted = [], [], [], False
+
+def train(args, state, train_step, manager, shards, slot, sharded, start):
+    """Steps `start`..`args.steps` (or up to a preemption save): the state and what was seen."""
+    rank, n = jax.process_index(), jax.process_count()
+    run = {"losses": [], "step_s": [], "ids": [], "preempted": False}
     for step in range(start, args.steps):
         if rank == n - 1 and step == args.die_at_step:
             os.kill(os.getpid(), signal.SIGKILL)  # drill: a host lost, no warning
         if rank == n - 1 and step == args.preempt_at_step:
             os.kill(os.getpid(), signal.SIGTERM)  # drill: the notice a preempted VM gets
         t = time.perf_counter()
-        (x, y), ids = local_batch(step)
+        (x, y), ids = local_batch(shards, slot, step)
         batch = [jax.make_array_from_process_local_data(sharded, a) for a in (x, y)]
         state, loss = train_step(state, *batch)
-        losses.append(float(loss.addressable_data(0)))
-        step_s.append(time.perf_counter() - t)
-        read_ids.append(ids)
-        print(f"step {step} loss {losses[-1]:.6f}", flush=True)
+        run["losses"].append(float(loss.addressable_data(0)))
+        run["step_s"].append(time.perf_counter() - t)
+        run["ids"].append(ids)
+        print(f"step {step} loss {run['losses'][-1]:.6f}", flush=True)
         # Saves every `ckpt_every` steps, and at the step all hosts agree on after a SIGTERM.
         manager.save(step + 1, args=ocp.args.StandardSave(state))
         if manager.reached_preemption(step + 1):
-            preempted = True
+            run["preempted"] = True
             print(f"preemption notice: checkpoint at step {step + 1}, exiting", flush=True)
             break
     manager.wait_until_finished()  # the last async save is on disk before we exit
     manager.close()
+    return state, run
 
-    # 6. A metric gathered from every host: the slowest host's step time (stragglers show here).
-    mine = np.array([np.median(step_s) if step_s else 0.0, len(step_s)])
-    every = multihost_utils.process_allgather(mine)  # shape (processes, 2), the same on all
-    print(f"median step per process (ms): {np.round(every[:, 0] * 1e3, 1).tolist()}", flush=True)
 
-    params_leaves = jax.tree.leaves(state["params"])
-    out = epath.Path(args.out)
+def save_results(out, rank, state, run, start, rows):
+    """This process's losses, step times, ids read (`rows` per step) and final weights."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / f"process-{rank}.npz").open("wb") as f:
         np.savez(
             f,
-            losses=np.array(losses),
-            step_s=np.array(step_s),
-            ids=np.array(read_ids, dtype=np.int64).reshape(len(read_ids), slot * len(files)),
+            losses=np.array(run["losses"]),
+            step_s=np.array(run["step_s"]),
+            ids=np.array(run["ids"], dtype=np.int64).reshape(len(run["ids"]), rows),
             first_step=start,
-            preempted=preempted,
-            weights=np.concatenate([np.ravel(v.addressable_data(0)) for v in params_leaves]),
+            preempted=run["preempted"],
+            weights=np.concatenate(
+                [np.ravel(v.addressable_data(0)) for v in jax.tree.leaves(state["params"])]
+            ),
         )
-    multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
-    jax.distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -36,3 +36,15 @@ def seed_cnn(num_classes: int = 10, *, name: str = "seed_cnn") -> keras.Sequenti
         name=name,
     )
     return model
+
+
+def mlp(inputs: int, hidden: int = 64, num_classes: int = 10) -> keras.Sequential:
+    """Notebook 08's small model (flat images -> Dense ``hidden``, ReLU -> logits), the same in
+    its Keras-on-JAX and its TensorFlow multi-worker programs; seed before building it."""
+    return keras.Sequential(
+        [
+            keras.Input((inputs,)),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dense(num_classes),
+        ]
+    )

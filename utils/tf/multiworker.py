@@ -27,6 +27,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from utils.keras import models  # noqa: E402
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
@@ -52,13 +54,7 @@ def main(argv=None):
 
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        model = keras.Sequential(
-            [
-                keras.Input((x_all.shape[1],)),
-                keras.layers.Dense(64, activation="relu"),
-                keras.layers.Dense(10),
-            ]
-        )
+        model = models.mlp(x_all.shape[1])
         optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
 
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")

@@ -21,6 +21,7 @@ from typing import Any
 
 from utils import bootstrap
 from utils import runtime as runtime_mod
+from utils import simulated_devices as simulated
 
 # tpu_connect imports TensorFlow with its C++ start-up banners dropped (utils.native_logs).
 from utils.tf.tpu_connect import TPUConnectionError, connect_tpu, tf
@@ -111,8 +112,8 @@ def _check_virtual_cpus(virtual_cpus: object) -> None:
             f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r} "
             f"({type(virtual_cpus).__name__}): it is how many devices to split the CPU into."
         )
-    if virtual_cpus is not None and virtual_cpus < 1:
-        raise ValueError(f"virtual_cpus must be a whole number >= 1 or None, not {virtual_cpus!r}")
+    if virtual_cpus is not None:
+        simulated.check_count(virtual_cpus, "virtual_cpus")  # the one rule, 1..64
 
 
 def _tpu_strategy(

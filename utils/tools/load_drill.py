@@ -28,6 +28,17 @@ from utils import ROOT, fresh_process
 HOG = "while True: pass"
 
 
+def start_hogs(count: int, env: dict[str, str] | None = None) -> list[subprocess.Popen[str]]:
+    """``count`` busy loops (one core each), each in a session of its own."""
+    return [fresh_process.spawn([sys.executable, "-c", HOG], env=env) for _ in range(count)]
+
+
+def stop_hogs(hogs: Sequence[subprocess.Popen[str]]) -> None:
+    """Stop and reap every hog (their whole groups)."""
+    for hog in hogs:
+        fresh_process.stop(hog)
+
+
 def _counts(output: str) -> dict[str, int]:
     """passed / failed / errors / skipped from pytest's last summary line."""
     tail = output.strip().splitlines()[-1] if output.strip() else ""
@@ -54,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tests = args.pytest_args or ["tests", "--ignore=tests/torch"]
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
     env = fresh_process.child_env({"COURSE_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
-    hogs = [fresh_process.spawn([sys.executable, "-c", HOG], env=env) for _ in range(args.hogs)]
+    hogs = start_hogs(args.hogs, env)
     nbval, nbval_log = None, tempfile.TemporaryFile("w+")
     start = time.monotonic()
     try:
@@ -67,8 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         done = fresh_process.run_child(pytest, env=env, timeout_s=args.timeout)
     finally:
-        for hog in hogs:
-            fresh_process.stop(hog)
+        stop_hogs(hogs)
     seconds = time.monotonic() - start
     counts = _counts(done.stdout)
     print(

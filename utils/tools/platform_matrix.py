@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT, fresh_process
+
 NOTEBOOKS = ROOT / "notebooks"
 BUILD = ROOT / "build"
 
@@ -230,32 +231,16 @@ def run_notebook(platform: str, path: Path, overlay: Path | None, timeout: float
     command = [str(venv_python(platform)), "-m", "papermill", str(path), str(out),
                "-k", f"tpu-course-{platform}", "--cwd", str(NOTEBOOKS), "--no-progress-bar",
                "--log-level", "ERROR"]  # fmt: skip
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,  # its kernel too: a timeout ends the whole group
-    )  # fmt: skip
-    try:
-        log, _ = proc.communicate(timeout=timeout)
-        timed_out = False
-    except BaseException as exc:  # the timeout, or this tool stopped: no kernel outlives it
-        os.killpg(proc.pid, signal.SIGTERM)
-        if not isinstance(exc, subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
-            raise
-        try:
-            log, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            log, _ = proc.communicate()
-        timed_out = True
+    # its kernel too: on a timeout, or if this tool is stopped, the whole group ends
+    done = fresh_process.run_child(command, env=env, timeout_s=timeout, stderr=subprocess.STDOUT)
     nb = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    if timed_out:
+    if done.timed_out:
         return f"timed out after {timeout:.0f} s in code cell {last_started_cell(nb)}"
     stop = first_error(nb)
     if stop:
         return stop
-    if proc.returncode != 0:
-        tail = [line for line in (log or "").strip().splitlines() if line.strip()][-1:]
+    if done.returncode != 0:
+        tail = [line for line in done.stdout.strip().splitlines() if line.strip()][-1:]
         return f"papermill failed: {(tail or ['no output'])[0][:160]}"
     return "runs top to bottom"
 

@@ -22,15 +22,15 @@ import argparse
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from utils import ROOT
+from utils.tools.load_drill import start_hogs, stop_hogs
+
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
 _CODES = {1: FASTER, 0: NO_DIFFERENCE, -1: SLOWER}
 _SENTENCE = re.compile(
@@ -127,22 +127,6 @@ def agree(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
     return not any(d.opposite for d in differences(first, second))
 
 
-def start_hog(processes: int) -> list[subprocess.Popen]:
-    """``processes`` busy loops, each in its own session (so a kill reaches only them)."""
-    code = "while True: pass"
-    return [
-        subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-        for _ in range(processes)
-    ]
-
-
-def stop_hog(hogs: Sequence[subprocess.Popen]) -> None:
-    for p in hogs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=30)
-
-
 def run_notebook(path: Path, out_dir: Path, kernel: str, hog: int = 0) -> tuple[dict, dict]:
     """Execute ``path`` into ``out_dir``, results in ``out_dir/results``: (notebook, results)."""
     import papermill
@@ -150,7 +134,7 @@ def run_notebook(path: Path, out_dir: Path, kernel: str, hog: int = 0) -> tuple[
     results = out_dir / "results"
     results.mkdir(parents=True, exist_ok=True)
     os.environ["COURSE_RESULTS_DIR"] = str(results)
-    hogs = start_hog(hog)
+    hogs = start_hogs(hog)
     try:
         nb = papermill.execute_notebook(
             str(path),
@@ -160,7 +144,7 @@ def run_notebook(path: Path, out_dir: Path, kernel: str, hog: int = 0) -> tuple[
             progress_bar=False,
         )
     finally:
-        stop_hog(hogs)
+        stop_hogs(hogs)
     found = sorted(results.glob("*.json"))
     doc = json.loads(found[0].read_text(encoding="utf-8")) if found else {}
     return json.loads(json.dumps(nb)), doc

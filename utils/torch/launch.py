@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from utils import simulated_devices as simulated
 from utils.fresh_process import RESULT_PREFIX, FreshProcessError, result_of, run_python
 
 __all__ = [
@@ -42,8 +43,7 @@ def child_env(simulated_devices: int, env: Mapping[str, str] | None = None) -> d
     On a TPU the child sees every chip (``simulated_devices`` is ignored). A ``CPU_NUM_DEVICES``
     already set in this process is replaced: the child gets exactly what was asked for.
     """
-    if simulated_devices < 1:
-        raise ValueError(f"simulated_devices must be >= 1, got {simulated_devices}")
+    simulated.check_count(simulated_devices, "simulated_devices")
     source = os.environ if env is None else env
     pjrt = source.get("PJRT_DEVICE") or "CPU"
     out = {"PJRT_DEVICE": pjrt}

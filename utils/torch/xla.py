@@ -93,6 +93,7 @@ import torch_xla.runtime as xr  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
+from utils import simulated_devices as simulated  # noqa: E402 - framework-free
 from utils.mfu import measured_peak  # noqa: E402 - framework-free
 from utils.torch.models import images_to_float  # noqa: E402
 
@@ -466,8 +467,7 @@ def ensure_simulated_devices(count: int) -> int:
     Raises:
         RuntimeError: the runtime already started with another number of CPU devices.
     """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got {count}")
+    simulated.check_count(count, "count")
     if os.environ.get("PJRT_DEVICE") != "CPU":
         return xr.global_runtime_device_count() if runtime_started() else count
     if not runtime_started():
