@@ -215,3 +215,31 @@ def test_input_term_and_the_machine_a_run_checks_against() -> None:
         roofline.machine_here()
     with pytest.raises(ValueError):
         roofline.input_seconds(0, 1, 1)
+
+
+def test_describe_prints_a_measured_host_overhead_with_its_spread_or_says_not_measured() -> None:
+    published = roofline.PUBLISHED["v5e"].describe()
+    assert "not measured" in published and "0.00 ms" not in published
+    measured = roofline.cpu_machine(1e11, 1e10).with_host_overhead(4.2e-4, (3.9e-4, 5.1e-4))
+    text = measured.describe()
+    assert "host overhead 0.42 ms per call (IQR 0.39-0.51 ms)" in text, text
+    # a sub-10-microsecond overhead keeps two significant figures instead of rounding to zero
+    tiny = roofline.cpu_machine(1e11, 1e10).with_host_overhead(3.3e-6)
+    assert "0.0033 ms" in tiny.describe(), tiny.describe()
+    with pytest.raises(ValueError):
+        roofline.cpu_machine(1e11, 1e10).with_host_overhead(1e-3, (2e-3, 1e-3))
+    table = roofline.predict_step(
+        flops.seed_cnn_costs(8), roofline.PUBLISHED["v5e"], batch=8
+    ).table()
+    assert "not measured" in table and "0.000 ms" not in table
+
+
+def test_plot_bands_draws_one_range_per_chip_and_rung() -> None:
+    band = roofline.Band(10.0, 20.0, "low", "high")
+    fig = roofline.plot_bands(
+        ["a", "b"], [1.0, 2.0], [(0.9, 1.1), (1.8, 2.2)], {"v5e": [band, band], "v6e": [band, band]}
+    )
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4 and ax.get_yscale() == "log"
+    with pytest.raises(ValueError):
+        roofline.plot_bands(["a"], [1.0, 2.0], [(0.9, 1.1)], {"v5e": [band]})

@@ -85,8 +85,10 @@ class Machine:
 
     ``peak_flops``: FLOP/s at the compute dtype; ``bandwidth``: bytes/s of its main memory;
     ``host_overhead_s``: host time per call into the device program (divided by
-    ``steps_per_execution``); ``mxu``: the matrix unit's tile edge (None: no padding);
-    ``source``: where the figures come from (a URL, or "measured in this run").
+    ``steps_per_execution``; 0: not measured, so not part of these figures);
+    ``host_overhead_spread``: its (first, third) quartile in seconds, when measured;
+    ``mxu``: the matrix unit's tile edge (None: no padding); ``source``: where the figures
+    come from (a URL, or "measured in this run").
     """
 
     name: str
@@ -95,6 +97,7 @@ class Machine:
     host_overhead_s: float = 0.0
     mxu: int | None = None
     source: str = ""
+    host_overhead_spread: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.peak_flops > 0 or not self.bandwidth > 0 or self.host_overhead_s < 0:
@@ -104,21 +107,44 @@ class Machine:
             )
         if self.mxu is not None and self.mxu < 1:
             raise ValueError(f"machine {self.name!r}: mxu must be >= 1 or None, got {self.mxu}")
+        if self.host_overhead_spread is not None:
+            lo, hi = self.host_overhead_spread
+            if not 0 <= lo <= hi:
+                raise ValueError(
+                    f"machine {self.name!r}: host_overhead_spread must be (q1, q3) with "
+                    f"0 <= q1 <= q3, got {self.host_overhead_spread!r}"
+                )
 
     @property
     def ridge(self) -> float:
         """Arithmetic intensity (FLOP/byte) above which a layer is compute-bound."""
         return self.peak_flops / self.bandwidth
 
-    def with_host_overhead(self, seconds: float) -> Machine:
-        """The same chip with a host overhead per call (e.g. the one measured on this host)."""
-        return replace(self, host_overhead_s=float(seconds))
+    def with_host_overhead(
+        self, seconds: float, spread: tuple[float, float] | None = None
+    ) -> Machine:
+        """The same chip with a host overhead per call (e.g. the one measured on this host),
+        and its spread (first and third quartile, seconds) when measured."""
+        return replace(
+            self,
+            host_overhead_s=float(seconds),
+            host_overhead_spread=None if spread is None else (float(spread[0]), float(spread[1])),
+        )
+
+    def host_text(self) -> str:
+        """The host overhead to two significant figures with its spread, or "not measured"."""
+        if not self.host_overhead_s > 0:
+            return "host overhead not measured (not part of these figures)"
+        text = f"host overhead {sig(self.host_overhead_s * 1e3)} ms per call"
+        if self.host_overhead_spread is not None:
+            lo, hi = self.host_overhead_spread
+            text += f" (IQR {sig(lo * 1e3)}-{sig(hi * 1e3)} ms)"
+        return text
 
     def describe(self) -> str:
         return (
             f"{self.name}: {self.peak_flops / 1e12:,.3g} TFLOP/s, {self.bandwidth / 1e9:,.4g} GB/s"
-            f" (ridge {self.ridge:,.0f} FLOP/byte), host overhead "
-            f"{self.host_overhead_s * 1e3:.2f} ms per call"
+            f" (ridge {self.ridge:,.0f} FLOP/byte), {self.host_text()}"
             + (f", MXU {self.mxu}x{self.mxu}" if self.mxu else "")
         )
 
@@ -355,14 +381,17 @@ class StepPrediction:
             f"{'optimizer':<14}{'':>9}{'':>9}{'':>8}{'':>12}{self.optimizer_s * 1e3:>11.3f}"
         )
         rows.append(
-            f"{'host':<14} {self.host_s * 1e3:.3f} ms per step "
+            f"{'host':<14} {sig(self.host_s * 1e3)} ms per step "
             f"(steps_per_execution={self.steps_per_execution})"
+            if self.host_s > 0
+            else f"{'host':<14} not measured, not included"
         )
         if self.input_s:
-            rows.append(f"{'input':<14} {self.input_s * 1e3:.3f} ms per step (host -> device)")
+            rows.append(f"{'input':<14} {sig(self.input_s * 1e3)} ms per step (host -> device)")
         rows.append(
             f"predicted step {sig(self.step_s * 1e3)} ms = layers {sig(self.layers_s * 1e3)} + "
-            f"optimizer {sig(self.optimizer_s * 1e3)} + host {sig(self.host_s * 1e3)}"
+            f"optimizer {sig(self.optimizer_s * 1e3)}"
+            + (f" + host {sig(self.host_s * 1e3)}" if self.host_s > 0 else " (no host term)")
             + (f" + input {sig(self.input_s * 1e3)}" if self.input_s else "")
             + f"; {sig(self.images_per_s)} images/s, MFU {sig(self.mfu * 100)}% "
             f"({self.bound}-bound)"
@@ -721,5 +750,66 @@ def plot_ladder(
     axes[0].set_title("throughput")
     axes[1].set_title("MFU (model FLOPs / step time / peak)")
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bands(
+    names: Sequence[str],
+    measured: Sequence[float],
+    measured_spread: Sequence[tuple[float, float]],
+    bands: dict[str, Sequence[Band]],
+    *,
+    machine: str = "this CPU",
+    title: str = "What to expect on a TPU, next to what this machine measured",
+):
+    """Per rung: each chip's predicted range (a floating bar from ``low`` to ``high``) beside the
+    rate measured here (a dot at the median, whiskers at the IQR), on one log axis.
+
+    ``bands`` maps a chip's label (e.g. ``"v5e-1 (predicted)"``) to one :class:`Band` per rung.
+    """
+    import matplotlib.pyplot as plt
+
+    n = len(names)
+    if len(measured) != n or len(measured_spread) != n or any(len(b) != n for b in bands.values()):
+        raise ValueError("every series needs one value per rung")
+    fig, ax = plt.subplots(figsize=(11, 4.6))
+    slots = len(bands) + 1
+    width = 0.8 / slots
+    for i, (label, chip_bands) in enumerate(bands.items()):
+        xs = [x - 0.4 + width * (i + 0.5) for x in range(n)]
+        ax.bar(
+            xs,
+            [b.high - b.low for b in chip_bands],
+            width * 0.9,
+            bottom=[b.low for b in chip_bands],
+            label=f"{label}: predicted range",
+            alpha=0.6,
+        )
+        for x, b in zip(xs, chip_bands, strict=True):
+            ax.annotate(
+                f"{sig(b.low)}-\n{sig(b.high)}", (x, b.high), ha="center", va="bottom", fontsize=6
+            )
+    xs = [x - 0.4 + width * (slots - 0.5) for x in range(n)]
+    lows = [m - lo for m, (lo, _) in zip(measured, measured_spread, strict=True)]
+    highs = [hi - m for m, (_, hi) in zip(measured, measured_spread, strict=True)]
+    ax.errorbar(
+        xs,
+        measured,
+        yerr=[lows, highs],
+        fmt="o",
+        color="black",
+        capsize=3,
+        label=f"{machine}: measured (median, IQR)",
+    )
+    for x, m in zip(xs, measured, strict=True):
+        ax.annotate(
+            sig(m), (x, m), textcoords="offset points", xytext=(0, -12), ha="center", fontsize=6
+        )
+    ax.set_yscale("log")
+    ax.set_ylabel("training images/s (log scale)")
+    ax.set_xticks(list(range(n)), names, rotation=20, ha="right", fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title)
     fig.tight_layout()
     return fig
