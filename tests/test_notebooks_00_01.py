@@ -64,7 +64,7 @@ def test_exercise_with_self_check_and_applied_solution(path: Path) -> None:
     )
     assert start < recap, "the exercise comes at the end of the main line"
     block = cs[start:recap]
-    check = [c for c in block if text(c).startswith("# @title Course check: the exercise")]
+    check = [c for c in block if text(c).startswith("# @title Check: the exercise")]
     solution = [c for c in block if text(c).startswith("# @title Solution")]
     assert len(check) == 1 and hidden(check[0])
     assert len(solution) == 1 and hidden(solution[0])

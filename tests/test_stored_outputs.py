@@ -165,7 +165,7 @@ def test_checker_flags_compared_outputs_and_spares_ignored_ones():
     assert machine_words_in(named, model, flags)
     ignored = _nb("# NBVAL_IGNORE_OUTPUT\nprint(features)", "amx_bf16 avx512_bf16\n")
     assert machine_words_in(ignored, model, flags) == []
-    titled = _nb("# @title Course check: x\n# NBVAL_IGNORE_OUTPUT\nprint(f)", "amx_bf16\n")
+    titled = _nb("# @title Check: x\n# NBVAL_IGNORE_OUTPUT\nprint(f)", "amx_bf16\n")
     assert machine_words_in(titled, model, flags) == []
     tagged = _nb("print(features)", "amx_bf16\n", tags=("nbval-skip",))
     assert machine_words_in(tagged, model, flags) == []
