@@ -354,24 +354,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             nb = json.loads(path.read_text(encoding="utf-8"))
             _write_json_atomic(path, strip_papermill(nb))
         return 0
-    if args.command == "set-repo":
+    if args.command in ("set-repo", "sync-setup"):
         try:
-            changed = set_repo(args.repo)
+            if args.command == "set-repo":
+                changed = set_repo(args.repo)
+            else:
+                changed = sync_setup(args.ref)
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 2
         for path in changed:
             print("rewrote", path.relative_to(ROOT))
-        return 0
-    if args.command == "sync-setup":
-        try:
-            changed = sync_setup(args.ref)
-        except ValueError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        for path in changed:
-            print("rewrote", path.relative_to(ROOT))
-        print(f"set-up cells: COURSE_REF = {setup_ref()!r}, {len(changed)} file(s) rewritten")
+        if args.command == "sync-setup":
+            print(f"set-up cells: COURSE_REF = {setup_ref()!r}, {len(changed)} file(s) rewritten")
         return 0
     problems = check_setup() if args.command == "check-setup" else check_repo()
     for problem in problems:
