@@ -808,7 +808,7 @@ def plot_bands(
         )
     ax.set_yscale("log")
     bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top * 10)  # a decade of headroom: the legend sits above the bars, never on them
+    ax.set_ylim(bottom, top * 10)  # a decade of headroom: the legend sits above the bars
     ax.set_ylabel("training images/s (log scale)")
     ax.set_xticks(list(range(n)), names, rotation=20, ha="right", fontsize=8)
     ax.legend(fontsize=8, loc="upper left")
