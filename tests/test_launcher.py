@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from utils import ROOT, checkpoints, launcher, tf_cluster
-from utils.launcher import LaunchError, launch
+from utils.launcher import LaunchError, _failure_reason, launch
 
 
 def _assert_all_gone(pids, within_s=60.0):
@@ -65,6 +65,19 @@ def test_worker_crashing_at_import_ends_the_job_and_shows_its_log():
     _assert_all_gone(result.pids)
     with pytest.raises(LaunchError, match="no_such_module_for_the_course"):
         result.raise_for_failure()
+
+
+def test_failure_reason_names_every_process_seen_failing_and_stops_only_live_ones():
+    # Two processes ended between the same two polls: both are named with their own exit.
+    both = _failure_reason(
+        [(0, 10, -signal.SIGABRT), (1, 11, -signal.SIGKILL)], 4.3, still_running=False
+    )
+    assert "process 0 (pid 10) was killed by SIGABRT" in both
+    assert "process 1 (pid 11) was killed by SIGKILL" in both
+    assert "stopping the others" not in both  # nothing was left running to stop
+    one = _failure_reason([(1, 11, 1)], 2.0, still_running=True)
+    assert one == "process 1 (pid 11) exited with code 1 after 2.0 s; stopping the others"
+    assert "stopping" not in _failure_reason([(0, 10, 1)], 2.0, still_running=False)
 
 
 def test_timeout_kills_every_process_and_its_children():

@@ -197,6 +197,23 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
+def _failure_reason(
+    failed: Sequence[tuple[int, int, int]], seen_s: float, *, still_running: bool
+) -> str:
+    """The reason when the launcher sees ``failed`` = [(rank, pid, exit code), ...] at one poll.
+
+    Every failed process is named with its own exit; several seen at the same poll are listed
+    together (their order between two polls is unknown). "stopping the others" only when some
+    process is still running.
+    """
+    exits = "; ".join(f"process {r} (pid {pid}) {_describe_exit(code)}" for r, pid, code in failed)
+    when = f"seen {seen_s:.1f} s into the job" if len(failed) > 1 else f"after {seen_s:.1f} s"
+    if len(failed) > 1:
+        when += ", at the same check, so which ended first is not known"
+    others = "; stopping the others" if still_running else ""
+    return f"{exits} ({when}){others}" if len(failed) > 1 else f"{exits} {when}{others}"
+
+
 def launch(
     commands: Sequence[str] | Sequence[Sequence[str]] | Callable[[int], Sequence[str]],
     num_processes: int,
@@ -319,15 +336,14 @@ class _Job:
         n = self.num_processes
         while not self.reason:
             now = time.monotonic()
+            failed = []  # every failure this poll saw: several can end between two polls
             for rank, proc in enumerate(self.procs):
                 if rank not in self.ended and proc.poll() is not None:
                     self.ended[rank] = now - self.t0
-                    if proc.returncode != 0 and not self.reason:
-                        others = "; stopping the others" if n > 1 else ""
-                        self.fail(
-                            f"process {rank} (pid {proc.pid}) {_describe_exit(proc.returncode)} "
-                            f"after {self.ended[rank]:.1f} s{others}"
-                        )
+                    if proc.returncode != 0:
+                        failed.append((rank, proc.pid, proc.returncode))
+            if failed:
+                self.fail(_failure_reason(failed, now - self.t0, still_running=len(self.ended) < n))
             if not self.reason and len(self.ended) == n:
                 self.reason = f"all {n} processes exited 0"
             elif not self.reason and now >= self.t0 + timeout_s:
