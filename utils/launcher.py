@@ -11,7 +11,7 @@ module plays the role of ``--worker=all`` on one machine, with the safety a note
   output in its own log; it stops the whole job when one process fails, when all succeed,
   or after ``timeout_s``, and kills every process group it started (no orphans, also on
   interpreter exit or a parent that dies);
-- :func:`rank_from_env`: a worker's checked view of the values below.
+- a JAX worker reads the values below with :func:`utils.jax.multihost_env.launcher_args`.
 
 Children are started and stopped by :mod:`utils.fresh_process` (the course's one runner).
 Checkpoints live in :mod:`utils.checkpoints`, ``TF_CONFIG`` in :mod:`utils.tf_config`.
@@ -400,34 +400,3 @@ def _commands_per_rank(
             "for all processes, or exactly one per process"
         )
     return [list(c) for c in items]  # type: ignore[arg-type]
-
-
-# ----------------------------------------------------------------------------- environment
-
-
-def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, int, int]:
-    """``(coordinator, num_processes, process_id)`` from the launcher's environment, checked.
-
-    A worker calls this first: a wrong or missing value is a clear error before any framework
-    waits for peers that will never come.
-    """
-    environ = os.environ if environ is None else environ
-    missing = [
-        k
-        for k in ("COURSE_COORDINATOR", "COURSE_NUM_PROCESSES", "COURSE_PROCESS_ID")
-        if k not in environ
-    ]
-    if missing:
-        raise LaunchError(f"not started by utils.launcher: {', '.join(missing)} not set")
-    coordinator = environ["COURSE_COORDINATOR"]
-    host, _, port = coordinator.rpartition(":")
-    check_loopback(host)
-    try:
-        n, rank = int(environ["COURSE_NUM_PROCESSES"]), int(environ["COURSE_PROCESS_ID"])
-    except ValueError as exc:
-        raise LaunchError(
-            f"COURSE_NUM_PROCESSES/COURSE_PROCESS_ID must be integers: {exc}"
-        ) from exc
-    if n < 1 or not 0 <= rank < n:
-        raise LaunchError(f"process id {rank} is outside 0..{n - 1} (COURSE_NUM_PROCESSES={n})")
-    return coordinator, n, rank
