@@ -202,3 +202,17 @@ def test_measured_peak_times_enough_calls_per_sample_to_outlast_a_scheduler_tick
 
     rate = mfu.measured_peak(matmul, 10, repeats=2, min_sample_s=0.05, clock=clock)
     assert len(calls) == 2 + 2 * 50 and rate == pytest.approx(2 * 10**3 / 0.001)
+
+
+def test_an_interval_just_inside_the_threshold_prints_digits_that_show_it():
+    # 1.046 would print as 1.05 at two decimals and read as a qualifying interval
+    edge = compare.Verdict(
+        "a", "b", ratio=1.08, low=1.046, high=1.14, coverage=0.88, rounds=4, threshold=0.05
+    )
+    assert edge.state == NO_DIFFERENCE
+    assert "1.046-1.140x" in edge.sentence()
+    assert "above 1.050x or below 0.952x" in edge.sentence()
+    faster = compare.Verdict(
+        "a", "b", ratio=1.2, low=1.051, high=1.3, coverage=0.88, rounds=4, threshold=0.05
+    )
+    assert faster.sentence().startswith("a is faster than b: 1.20x, 88% interval 1.051-1.300x")

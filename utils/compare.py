@@ -116,7 +116,7 @@ class Verdict:
     @property
     def interval_text(self) -> str:
         return (
-            f"{self.ratio:.2f}x, {self.coverage:.0%} interval {self.low:.2f}-{self.high:.2f}x "
+            f"{self.ratio:.2f}x, {self.coverage:.0%} interval {self.low:.3f}-{self.high:.3f}x "
             f"over {self.rounds} interleaved rounds"
         )
 
@@ -128,8 +128,8 @@ class Verdict:
             return f"{self.a} is slower than {self.b}: {self.interval_text}."
         return (
             f"{self.a} vs {self.b}: no difference this machine can resolve "
-            f"({self.interval_text}; a verdict needs the whole interval beyond "
-            f"{self.threshold:.0%})."
+            f"({self.interval_text}; a verdict needs the whole interval above "
+            f"{1.0 + self.threshold:.3f}x or below {1.0 / (1.0 + self.threshold):.3f}x)."
         )
 
 
