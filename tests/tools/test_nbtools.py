@@ -56,6 +56,27 @@ def test_set_repo_rewrites_every_file_and_rejects_bad_names(tmp_path, monkeypatc
         assert COURSE_REPO not in path.read_text(encoding="utf-8")
 
 
+def markdown_headings(cell: dict) -> list[str]:
+    """A markdown cell's heading lines, not counting comment lines inside fenced code."""
+    if cell["cell_type"] != "markdown":
+        return []
+    found, fenced = [], False
+    for line in "".join(cell["source"]).splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif line.startswith("#") and not fenced:
+            found.append(line)
+    return found
+
+
+def test_headings_skip_fenced_code():
+    cell = {
+        "cell_type": "markdown",
+        "source": ["## 1. Real\n", "```python\n", "# a comment\n", "```\n"],
+    }
+    assert markdown_headings(cell) == ["## 1. Real"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_follows_course_conventions(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -66,17 +87,17 @@ def test_notebook_follows_course_conventions(path):
     setup = "".join(code[0]["source"])
     assert f'COURSE_REPO = "{COURSE_REPO}"' in setup and "bootstrap.prepare(" in setup
     assert any("parameters" in c["metadata"].get("tags", []) for c in code)
-    # A recap closes the main line; only appendices (plumbing, detours) may follow it.
-    headings = [
-        (i, line)
-        for i, c in enumerate(cells)
-        if c["cell_type"] == "markdown"
-        for line in "".join(c["source"]).splitlines()
-        if line.startswith("#")
-    ]
-    recaps = [i for i, line in headings if "recap" in line.lower()]
+    # A recap closes the main line; only appendices (plumbing, detours) may follow it, after an
+    # optional "## Part 2" (a path the free TPUs cannot run, e.g. 01's TensorFlow).
+    headings = [(i, line) for i, c in enumerate(cells) for line in markdown_headings(c)]
+    recaps = [i for i, line in headings if line.startswith("## Recap")]
     assert recaps, f"{path.name}: no Recap heading"
     after = [line for i, line in headings if i > recaps[-1]]
+    if after and after[0].startswith("## Part 2"):
+        first_appendix = next(
+            (k for k, line in enumerate(after) if "appendix" in line.lower()), len(after)
+        )
+        after = after[first_appendix:]
     assert all("appendix" in line.lower() for line in after), f"{path.name}: {after}"
     counts = [c["execution_count"] for c in code]
     assert counts == list(range(1, len(code) + 1)), "not one clean top-to-bottom run"
