@@ -187,8 +187,9 @@ def resolve_target(
         "there is none: this runtime has no TPU. A bare TPUClusterResolver() would say "
         "'ValueError: Please provide a TPU Name to connect to.' here.",
         "On Colab choose Runtime > Change runtime type > TPU (v5e-1); on Kaggle Settings > "
-        "Accelerator > TPU VM v5e-8; elsewhere pass address='grpc://host:8470' or a Cloud TPU "
-        "name. To run on this machine's CPU instead, call get_strategy() without a TPU.",
+        "Accelerator > TPU VM v5e-8; elsewhere pass a Cloud TPU name (with its zone and "
+        "project), or address='grpc://host:8470' for a legacy TPU Node. To run on this "
+        "machine's CPU instead, call get_strategy() without a TPU.",
     )
 
 
