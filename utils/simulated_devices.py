@@ -130,9 +130,10 @@ def request(
             return env.get("XLA_FLAGS", "")
         had = f"XLA_FLAGS asked for {current}" if current else "XLA_FLAGS did not ask for any"
         raise JaxAlreadyImported(
-            f"JAX was imported before {count} simulated CPU devices were requested ({had}), so "
-            f"the request cannot take effect: JAX would run on {current or 1} device(s), not "
-            f"{count}. Restart the kernel (Colab: Runtime > Restart session) and run the "
+            f"JAX was imported before {count} simulated CPU devices were requested ({had}). "
+            f"Once anything has used a device, the request cannot take effect (JAX would run on "
+            f"{current or 1} device(s), not {count}), and that cannot be checked from here, so "
+            "it is refused. Restart the kernel (Colab: Runtime > Restart session) and run the "
             "notebook from the top: the set-up cells must run before anything imports jax."
         )
     existing = env.get("XLA_FLAGS", "")

@@ -123,10 +123,10 @@ def sum_tolerance(n: int, dtype: str, scale: float, k: float = 4.0) -> float:
     """How far two sums of ``n`` terms in another order may drift: ``k * sqrt(n) * eps * scale``.
 
     Rounding errors of a sum grow like ``sqrt(n) * eps`` (the probabilistic bound, Higham,
-    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., sec. 4.2 and 3.6; the worst case
-    is ``n * eps``), relative to the size of the terms (``scale``: the largest |gradient| of the
-    layer). ``eps`` is that of the dtype the products are rounded to: float32 on a CPU or GPU,
-    bfloat16 for float32 matmuls at a TPU's default precision. ``k = 4`` covers the spread.
+    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., secs. 2.8, 4.2 and 4.5; the worst
+    case is ``n * eps``), relative to the size of the terms (``scale``: the largest |gradient|
+    of the layer). ``eps`` is that of the dtype the operands are multiplied in: float32 on a CPU or
+    GPU, bfloat16 for float32 matmuls at a TPU's default precision. ``k = 4`` covers the spread.
     """
     return float(k * np.sqrt(n) * jnp.finfo(dtype).eps * scale)
 
