@@ -1,4 +1,4 @@
-"""Notebook 04's section 7 recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
+"""Notebook 04's section 1b recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
 
 The notebook shows the lines as markdown (its kernel's Keras runs on TensorFlow and cannot switch
 backends), so this test runs them: the code block as it stands in the notebook, with only its
@@ -26,7 +26,7 @@ def recipe() -> str:
     (section,) = [
         "".join(c["source"])
         for c in cells
-        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## 7. ")
+        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## 1b. ")
     ]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     return block
