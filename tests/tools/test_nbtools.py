@@ -152,6 +152,7 @@ def test_every_notebook_starts_with_contributings_set_up_block_and_its_ref():
         setup = "".join(nbtools._setup_cell(json.loads(path.read_text("utf-8")))["source"])
         assert setup.startswith(block), path.name
         assert "bootstrap.prepare(" in nbtools.split_setup(setup)[1], path.name
+        assert nbtools._is_collapsed(nbtools._setup_cell(json.loads(path.read_text("utf-8"))))
 
 
 def test_sync_setup_rewrites_only_the_set_up_block_of_every_copy(tmp_path, monkeypatch):
@@ -170,7 +171,8 @@ def test_sync_setup_rewrites_only_the_set_up_block_of_every_copy(tmp_path, monke
         assert block == nbtools.setup_block() and 'COURSE_REF = "v9.8.7"' in block
         assert tail == nbtools.split_setup("".join(old_cell["source"]))[1]  # its own needs kept
         assert all(line.count("\n") <= 1 for line in cell["source"])
-        cell["source"] = old_cell["source"]
+        assert nbtools._is_collapsed(cell), f"{path.name}: the set-up cell is not collapsed"
+        cell["source"], cell["metadata"] = old_cell["source"], old_cell["metadata"]
         assert nb == old, f"{path.name}: more than the set-up cell changed"
     assert nbtools.sync_setup() == []  # nothing left to rewrite
     assert nbtools.main(["check-setup"]) == 0
@@ -185,6 +187,19 @@ def test_check_setup_names_a_notebook_that_drifted(tmp_path, monkeypatch):
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert [p.split(":")[0] for p in nbtools.check_setup()] == [path.name]
     assert nbtools.main(["check-setup"]) == 1
+
+
+def test_check_setup_names_a_set_up_cell_left_open(tmp_path, monkeypatch):
+    _copy_course(tmp_path, monkeypatch)
+    nbtools.sync_setup()
+    path = nbtools.setup_notebooks()[-1]
+    nb = json.loads(path.read_text("utf-8"))
+    nbtools._setup_cell(nb)["metadata"] = {}
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert nbtools.check_setup() == [
+        f"{path.name}: the set-up cell is not collapsed (run `make sync-setup`)"
+    ]
+    assert nbtools.sync_setup() == [path] and nbtools.check_setup() == []
 
 
 # The set-up block run as Colab would run it, with github.com mapped (git's url.insteadOf) onto a

@@ -200,6 +200,17 @@ def _setup_cell(nb: dict) -> dict:
     return next(c for c in nb["cells"] if c["cell_type"] == "code")
 
 
+def _is_collapsed(cell: dict) -> bool:
+    """Collapsed in Colab (a form) and in Jupyter (source hidden): harness, not what one copies."""
+    meta = cell.get("metadata", {})
+    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
+
+
+def _collapse(cell: dict) -> None:
+    cell.setdefault("metadata", {})["cellView"] = "form"
+    cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+
+
 def split_setup(source: str) -> tuple[str, str]:
     """A set-up cell's source -> (common block, the notebook's own lines below it)."""
     if SETUP_LAST_LINE not in source:
@@ -213,10 +224,10 @@ def setup_notebooks() -> list[Path]:
 
 
 def sync_setup(ref: str | None = None) -> list[Path]:
-    """Rewrite every notebook's set-up block to CONTRIBUTING's (after ``set_ref(ref)``).
+    """Rewrite every notebook's set-up block to CONTRIBUTING's (after ``set_ref(ref)``), collapsed.
 
-    Returns the files changed. Only the set-up cell's source changes; the rest of each notebook
-    is written back as it was (canonical JSON, as ``nbformat.write`` stores it).
+    Returns the files changed. Only the set-up cell's source and its collapsed state change; the
+    rest of each notebook is written back as it was (canonical JSON, as ``nbformat.write`` does).
     """
     changed = []
     if ref is not None and set_ref(ref):
@@ -226,8 +237,9 @@ def sync_setup(ref: str | None = None) -> list[Path]:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cell = _setup_cell(nb)
         old, tail = split_setup("".join(cell["source"]))
-        if old != block:
+        if old != block or not _is_collapsed(cell):
             cell["source"] = (block + tail).splitlines(keepends=True)
+            _collapse(cell)
             _write_json_atomic(path, nb)
             changed.append(path)
     return changed
@@ -247,6 +259,10 @@ def check_setup() -> list[str]:
             problems.append(
                 f"{path.name}: the set-up cell differs from CONTRIBUTING.md's "
                 "(run `make sync-setup`)"
+            )
+        elif not _is_collapsed(_setup_cell(json.loads(path.read_text(encoding="utf-8")))):
+            problems.append(
+                f"{path.name}: the set-up cell is not collapsed (run `make sync-setup`)"
             )
     return problems
 
