@@ -11,47 +11,19 @@ Framework-free: reads the stored notebook as JSON.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, index, stdout, text
 
-NB07 = Path(__file__).resolve().parents[1] / "notebooks" / "07_tf_data_performance.ipynb"
-
-
-def cells() -> list[dict]:
-    return json.loads(NB07.read_text(encoding="utf-8"))["cells"]
-
-
-def text(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def stdout(cell: dict) -> str:
-    return "".join(
-        "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stdout"
-    )
-
-
-def hidden(cell: dict) -> bool:
-    meta = cell.get("metadata", {})
-    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
-
-
-def index(cs: list[dict], predicate) -> int:
-    return next(i for i, c in enumerate(cs) if predicate(c))
-
-
-def heading(cs: list[dict], start: str) -> int:
-    return index(cs, lambda c: c["cell_type"] == "markdown" and text(c).startswith(start))
+NB07 = NOTEBOOKS / "07_tf_data_performance.ipynb"
 
 
 def test_the_header_gives_a_jax_learners_path_and_both_exercises() -> None:
-    header = text(cells()[0])
+    header = text(cells(NB07)[0])
     assert "**JAX learner's path**" in header
     assert "Exercise A" in header and "Exercise B" in header
 
 
 def test_grain_exercise_follows_the_tfdata_one_with_solution_and_checks() -> None:
-    cs = cells()
+    cs = cells(NB07)
     a = heading(cs, "## Exercise A:")
     b = heading(cs, "## Exercise B: a Grain pipeline that keeps up")
     save = index(cs, lambda c: text(c).startswith("# @title Save this run's results"))

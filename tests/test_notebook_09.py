@@ -12,37 +12,13 @@ Framework-free: reads the stored notebook as JSON.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from tests.nbcells import NOTEBOOKS, cells, hidden, index, stdout, text
 
-NB09 = Path(__file__).resolve().parents[1] / "notebooks" / "09_train_faster.ipynb"
-
-
-def cells() -> list[dict]:
-    return json.loads(NB09.read_text(encoding="utf-8"))["cells"]
-
-
-def text(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def stdout(cell: dict) -> str:
-    return "".join(
-        "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stdout"
-    )
-
-
-def hidden(cell: dict) -> bool:
-    meta = cell.get("metadata", {})
-    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
-
-
-def index(cs: list[dict], predicate) -> int:
-    return next(i for i, c in enumerate(cs) if predicate(c))
+NB09 = NOTEBOOKS / "09_train_faster.ipynb"
 
 
 def test_the_tpu_figure_comes_before_the_table_of_its_numbers() -> None:
-    cs = cells()
+    cs = cells(NB09)
     figure = index(cs, lambda c: "roofline.plot_bands(" in text(c))
     table = index(cs, lambda c: "input needed (v6e high)" in text(c))
     assert figure < table
@@ -51,12 +27,12 @@ def test_the_tpu_figure_comes_before_the_table_of_its_numbers() -> None:
 
 
 def test_no_host_overhead_is_printed_as_zero() -> None:
-    for c in cells():
+    for c in cells(NB09):
         assert "0.00 ms" not in stdout(c), text(c)[:80]
 
 
 def test_every_step_up_the_ladder_is_explained_from_its_verdict() -> None:
-    cs = cells()
+    cs = cells(NB09)
     why = cs[index(cs, lambda c: "by_name = {r.spec.name: r for r in rungs}" in text(c))]
     heads = [line for line in stdout(why).splitlines() if not line.startswith("  ")]
     assert len(heads) == 5, heads
@@ -65,7 +41,7 @@ def test_every_step_up_the_ladder_is_explained_from_its_verdict() -> None:
 
 
 def test_exercise_with_a_tested_self_check_and_an_applied_solution() -> None:
-    cs = cells()
+    cs = cells(NB09)
     start = index(
         cs, lambda c: c["cell_type"] == "markdown" and "Exercise: your own rung" in text(c)
     )

@@ -12,34 +12,15 @@ Framework-free: reads the notebooks as JSON.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+from tests.nbcells import NOTEBOOKS, cells, hidden, stdout, text
+
 NB00 = NOTEBOOKS / "00_cpu_gpu_tpu.ipynb"
 NB01 = NOTEBOOKS / "01_getting_onto_a_tpu.ipynb"
-
-
-def cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
-def text(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def hidden(cell: dict) -> bool:
-    meta = cell.get("metadata", {})
-    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
-
-
-def stdout(cell: dict) -> str:
-    return "".join(
-        "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stdout"
-    )
 
 
 @pytest.mark.parametrize("path", [NB00, NB01], ids=["00", "01"])

@@ -152,7 +152,7 @@ def test_every_notebook_starts_with_contributings_set_up_block_and_its_ref():
         setup = "".join(nbtools._setup_cell(json.loads(path.read_text("utf-8")))["source"])
         assert setup.startswith(block), path.name
         assert "bootstrap.prepare(" in nbtools.split_setup(setup)[1], path.name
-        assert nbtools._is_collapsed(nbtools._setup_cell(json.loads(path.read_text("utf-8"))))
+        assert nbtools.is_collapsed(nbtools._setup_cell(json.loads(path.read_text("utf-8"))))
 
 
 def test_sync_setup_rewrites_only_the_set_up_block_of_every_copy(tmp_path, monkeypatch):
@@ -171,7 +171,7 @@ def test_sync_setup_rewrites_only_the_set_up_block_of_every_copy(tmp_path, monke
         assert block == nbtools.setup_block() and 'COURSE_REF = "v9.8.7"' in block
         assert tail == nbtools.split_setup("".join(old_cell["source"]))[1]  # its own needs kept
         assert all(line.count("\n") <= 1 for line in cell["source"])
-        assert nbtools._is_collapsed(cell), f"{path.name}: the set-up cell is not collapsed"
+        assert nbtools.is_collapsed(cell), f"{path.name}: the set-up cell is not collapsed"
         cell["source"], cell["metadata"] = old_cell["source"], old_cell["metadata"]
         assert nb == old, f"{path.name}: more than the set-up cell changed"
     assert nbtools.sync_setup() == []  # nothing left to rewrite

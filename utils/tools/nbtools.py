@@ -200,13 +200,13 @@ def _setup_cell(nb: dict) -> dict:
     return next(c for c in nb["cells"] if c["cell_type"] == "code")
 
 
-def _is_collapsed(cell: dict) -> bool:
+def is_collapsed(cell: dict) -> bool:
     """Collapsed in Colab (a form) and in Jupyter (source hidden): harness, not what one copies."""
     meta = cell.get("metadata", {})
     return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
 
 
-def _collapse(cell: dict) -> None:
+def collapse(cell: dict) -> None:
     cell.setdefault("metadata", {})["cellView"] = "form"
     cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
 
@@ -237,9 +237,9 @@ def sync_setup(ref: str | None = None) -> list[Path]:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cell = _setup_cell(nb)
         old, tail = split_setup("".join(cell["source"]))
-        if old != block or not _is_collapsed(cell):
+        if old != block or not is_collapsed(cell):
             cell["source"] = (block + tail).splitlines(keepends=True)
-            _collapse(cell)
+            collapse(cell)
             _write_json_atomic(path, nb)
             changed.append(path)
     return changed
@@ -260,7 +260,7 @@ def check_setup() -> list[str]:
                 f"{path.name}: the set-up cell differs from CONTRIBUTING.md's "
                 "(run `make sync-setup`)"
             )
-        elif not _is_collapsed(_setup_cell(json.loads(path.read_text(encoding="utf-8")))):
+        elif not is_collapsed(_setup_cell(json.loads(path.read_text(encoding="utf-8")))):
             problems.append(
                 f"{path.name}: the set-up cell is not collapsed (run `make sync-setup`)"
             )
