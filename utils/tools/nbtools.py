@@ -249,7 +249,8 @@ def check_setup() -> list[str]:
     """Problems: notebooks whose set-up block is not CONTRIBUTING's."""
     block, problems = setup_block(), []
     for path in setup_notebooks():
-        source = "".join(_setup_cell(json.loads(path.read_text(encoding="utf-8")))["source"])
+        cell = _setup_cell(json.loads(path.read_text(encoding="utf-8")))
+        source = "".join(cell["source"])
         try:
             old = split_setup(source)[0]
         except ValueError as exc:
@@ -260,7 +261,7 @@ def check_setup() -> list[str]:
                 f"{path.name}: the set-up cell differs from CONTRIBUTING.md's "
                 "(run `make sync-setup`)"
             )
-        elif not is_collapsed(_setup_cell(json.loads(path.read_text(encoding="utf-8")))):
+        elif not is_collapsed(cell):
             problems.append(
                 f"{path.name}: the set-up cell is not collapsed (run `make sync-setup`)"
             )
