@@ -84,10 +84,27 @@ test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(XLA_TESTS))
 	$(if $(XLA_TESTS),$(BIN)/python -m pytest $(XLA_TESTS))
 
+# All notebooks: two nbval shards side by side, of about equal run time (shard b is every notebook
+# not in NB_SHARD_A). The notebooks share no files and must pass with another run beside them
+# anyway; on 2 cores this takes about two thirds of the time of one after the other. Each line of
+# pytest's report is prefixed with its shard. NB=04 checks one notebook alone.
+NBVAL       = $(BIN)/python -m pytest --nbval --nbval-kernel-name $(KERNEL) \
+              --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider
+NB_SHARD_A ?= 05 09 08 03 01
+NB_ALL      = $(wildcard notebooks/[0-9]*.ipynb)
+NB_A        = $(foreach n,$(NB_SHARD_A),$(wildcard notebooks/$(n)*.ipynb))
+NB_B        = $(filter-out $(NB_A),$(NB_ALL))
 test-notebooks: $(STAMP)
-	$(BIN)/python -m pytest --nbval --nbval-kernel-name $(KERNEL) \
-	    --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider \
-	    $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks)
+ifneq ($(NB),)
+	$(NBVAL) $(wildcard notebooks/$(NB)*.ipynb)
+else
+	@echo "nbval, two shards side by side: [a] $(notdir $(NB_A)); [b] $(notdir $(NB_B))"
+	@bash -c 'set -o pipefail; \
+	  ($(NBVAL) -v $(NB_A) 2>&1 | sed -u "s/^/[a] /") & a=$$!; \
+	  ($(NBVAL) -v $(NB_B) 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
+	  ra=0; wait $$a || ra=$$?; rb=0; wait $$b || rb=$$?; \
+	  echo "nbval: shard a exited $$ra, shard b exited $$rb"; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
+endif
 
 # Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
