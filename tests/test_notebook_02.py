@@ -1,0 +1,119 @@
+"""Notebook 02's main line is the recipe a free-TPU learner runs; its detours are appendices.
+
+Framework-free: reads the stored notebook as JSON and parses its code cells with `ast`.
+
+* The main line (sections 1 to 4, the exercise, the recap) comes first; "One device or eight" and
+  "TensorFlow backend vs JAX backend" are Appendix A and B after the recap, each announced by a
+  one-line link where it used to be.
+* No main-line cell reads a name that only an appendix defines (a learner may stop at the recap).
+* The settings a learner needs are computed in visible cells, not in collapsed harness.
+* The exercise: a visible placeholder, a collapsed solution that applies only over it, a collapsed
+  check that asserts, passed in the stored run. The results cell comes last and is collapsed.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
+
+NB02 = NOTEBOOKS / "02_keras_jax_cifar10.ipynb"
+
+
+def _split(cs: list[dict]) -> tuple[list[dict], list[dict]]:
+    recap = heading(cs, "## Recap")
+    return cs[:recap], cs[recap:]
+
+
+def _defined(cell: dict) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text(cell))):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _loaded(cell: dict) -> set[str]:
+    tree = ast.parse(text(cell))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def appendix_only_names_read_by_the_main_line(cs: list[dict]) -> dict[int, set[str]]:
+    """Main-line code cell index -> the names it reads that only appendix cells define."""
+    main, rest = _split(cs)
+    main_defs = set().union(*(_defined(c) for c in main if c["cell_type"] == "code"))
+    appendix_defs = set().union(*(_defined(c) for c in rest if c["cell_type"] == "code"))
+    only_there = appendix_defs - main_defs - set(dir(builtins))
+    found = {}
+    for i, c in enumerate(cs[: len(main)]):
+        if c["cell_type"] == "code" and (bad := _loaded(c) & only_there):
+            found[i] = bad
+    return found
+
+
+def test_the_main_line_ends_with_the_recap_and_the_detours_are_appendices() -> None:
+    cs = cells(NB02)
+    heads = [text(c).splitlines()[0] for c in cs if c["cell_type"] == "markdown" and text(c)]
+    sections = [h for h in heads if h.startswith("## ")]
+    recap = sections.index("## Recap")
+    assert [h.split(" ")[1] for h in sections[:4]] == ["1.", "2.", "3.", "4."], sections
+    assert "What each setting buys" in sections[2] and "Save and load" in sections[3]
+    assert sections[4].startswith("## Exercise") and recap == 5
+    assert sections[recap + 1].startswith("## Appendix A · One device or eight")
+    assert sections[recap + 2].startswith("## Appendix B · TensorFlow backend vs JAX backend")
+    main, _ = _split(cs)
+    links = [text(c) for c in main if c["cell_type"] == "markdown"]
+    assert any("Appendix A" in t and "One device or eight" in t for t in links)
+    assert any("Appendix B" in t and "TensorFlow backend vs JAX backend" in t for t in links)
+
+
+def test_no_main_line_cell_needs_an_appendix() -> None:
+    assert appendix_only_names_read_by_the_main_line(cells(NB02)) == {}
+
+
+def test_the_dependency_check_catches_an_appendix_only_name() -> None:
+    """Planted bug: the exercise's reference step moved after the recap."""
+    cs = cells(NB02)
+    ref = next(i for i, c in enumerate(cs) if text(c).startswith("EQUIVALENCE_LR = "))
+    moved = cs[:ref] + cs[ref + 1 :] + [cs[ref]]
+    found = appendix_only_names_read_by_the_main_line(moved)
+    assert any({"train_on", "weights_all", "weight_tolerance"} & names for names in found.values())
+
+
+def test_the_settings_a_learner_needs_are_computed_in_visible_cells() -> None:
+    main, _ = _split(cells(NB02))
+    for name in ("per_replica_batch", "global_batch", "n_devices", "simulated_devices", "epochs"):
+        where = [c for c in main if c["cell_type"] == "code" and name in _defined(c)]
+        assert where and not any(hidden(c) for c in where), name
+    visible = "".join(text(c) for c in main if c["cell_type"] == "code" and not hidden(c))
+    assert 'set_dtype_policy("mixed_bfloat16")' in visible
+    assert "steps_per_execution=steps_per_execution" in visible
+
+
+def test_exercise_placeholder_conditional_solution_and_asserting_check() -> None:
+    cs = cells(NB02)
+    block = cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]
+    code = [c for c in block if c["cell_type"] == "code"]
+    reference, placeholder, solution, check = code
+    assert not hidden(reference) and "def train_on(" in text(reference)
+    assert not hidden(placeholder) and "DataParallel(devices=devices)" in text(placeholder)
+    assert hidden(solution) and text(solution).splitlines()[1].startswith(
+        "if type(exercise_distribution) is keras.distribution.DataParallel:"
+    )
+    assert hidden(check) and "\nassert " in text(check)
+    assert "NBVAL_IGNORE_OUTPUT" not in text(check)
+    assert stdout(check).splitlines()[-1].startswith("Passed:")
+
+
+def test_results_are_recorded_last_in_a_collapsed_cell() -> None:
+    last = cells(NB02)[-1]
+    assert hidden(last) and text(last).startswith("# @title Save this run's results")
+    for key in ("one_vs_all_devices_max_weight_diff", "jax_vs_", "images_per_s_float32"):
+        assert key in text(last)
