@@ -1,8 +1,9 @@
 """Notebook 04's section 1b recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
 
-The notebook shows the lines as markdown (its kernel's Keras runs on TensorFlow and cannot switch
-backends), so this test runs them: the code block as it stands in the notebook, with only its
-sizes made small, in a fresh process on 2 simulated CPU devices with the offline stand-in data.
+The notebook writes the recipe to a script with a visible ``%%writefile`` cell and runs it in a
+fresh process (its kernel's Keras runs on TensorFlow and cannot switch backends). This test runs
+the script as it stands in the notebook, with only its settings made smaller, in a fresh process
+on 2 simulated CPU devices with the offline stand-in data.
 """
 
 from __future__ import annotations
@@ -17,19 +18,51 @@ import pytest
 from utils import fresh_process
 
 NB04 = Path(__file__).resolve().parents[2] / "notebooks" / "04_keras_cifar10_tpu.ipynb"
-SIZES = "PER_REPLICA_BATCH, EPOCHS, STEPS_PER_EXECUTION = 128, 10, 32"
-LOAD = "data.load_cifar10(normalize=True)"
+SETTINGS = {  # the script's plain settings at its top, and the test's smaller values
+    "PER_REPLICA_BATCH": ("128", "16"),
+    "EPOCHS": ("3", "2"),
+    "STEPS_PER_EXECUTION": ("8", "2"),
+    "PRECISION": ('"mixed_bfloat16"', '"mixed_bfloat16"'),
+    # 520 and 72 images: neither a multiple of the global batch (32), so drop_remainder must cut
+    "IMAGES": ("(4096, 1024)", "(520, 72)"),
+}
+
+
+def notebook_cells() -> list[dict]:
+    return json.loads(NB04.read_text(encoding="utf-8"))["cells"]
+
+
+def text(cell: dict) -> str:
+    return "".join(cell["source"])
 
 
 def recipe() -> str:
-    cells = json.loads(NB04.read_text(encoding="utf-8"))["cells"]
-    (section,) = [
-        "".join(c["source"])
-        for c in cells
-        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## 1b. ")
+    """The script the section 1b %%writefile cell writes (its first line, the magic, removed)."""
+    cells = notebook_cells()
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
+    end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
+    (script,) = [
+        text(c)
+        for c in cells[start:end]
+        if c["cell_type"] == "code" and text(c).startswith("%%writefile")
     ]
-    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    return block
+    return script.split("\n", 1)[1]
+
+
+def setting(code: str, name: str) -> str:
+    (value,) = re.findall(rf"^{name} = (.+?)  #", code, re.M)
+    return value
+
+
+def test_the_recipe_is_visible_and_run_in_a_fresh_process() -> None:
+    cells = notebook_cells()
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
+    writer = next(i for i, c in enumerate(cells) if text(c).startswith("%%writefile"))
+    runner = text(cells[writer + 1])
+    assert start < writer, "the script is written in section 1b"
+    assert not cells[writer]["metadata"].get("cellView"), "the script cell is visible"
+    assert "fresh_process.run_python([str(recipe_file)]" in runner, runner
+    assert not cells[writer + 1]["metadata"].get("cellView"), "the cell that runs it is visible"
 
 
 def test_the_recipe_states_the_levers() -> None:
@@ -37,13 +70,14 @@ def test_the_recipe_states_the_levers() -> None:
     for line in (
         'os.environ["KERAS_BACKEND"] = "jax"',
         "keras.distribution.DataParallel(devices=devices)",
-        'set_global_policy("mixed_bfloat16")',
+        "set_global_policy(PRECISION)",
         "data.drop_remainder(",
         "steps_per_execution=STEPS_PER_EXECUTION",
-        SIZES,
-        LOAD,
+        "subset=IMAGES",
     ):
         assert line in code, line
+    for name, (value, _) in SETTINGS.items():
+        assert setting(code, name) == value, (name, setting(code, name))
     assert code.index('os.environ["KERAS_BACKEND"]') < code.index("import keras")
 
 
@@ -52,14 +86,12 @@ def test_the_recipe_states_the_levers() -> None:
     reason="needs jax and keras",
 )
 def test_the_recipe_trains_on_two_simulated_devices() -> None:
-    code = (
-        recipe()
-        .replace(SIZES, "PER_REPLICA_BATCH, EPOCHS, STEPS_PER_EXECUTION = 16, 2, 2")
-        # 520 and 72 images: neither a multiple of the global batch (32), so drop_remainder must cut
-        .replace(LOAD, "data.load_cifar10(normalize=True, subset=(520, 72))")
-    )
+    code = recipe()
+    for name, (value, small) in SETTINGS.items():
+        code = code.replace(f"\n{name} = {value}  #", f"\n{name} = {small}  #", 1)
+        assert setting(code, name) == small, name
     code += (
-        "\nimport json\n"
+        "\n"
         'print("RESULT " + json.dumps({"devices": len(devices), "global_batch": global_batch,'
         ' "policy": model.dtype_policy.name, "loss": history.history["loss"],'
         ' "train": len(x_train), "test": len(x_test)}))\n'
