@@ -1,10 +1,10 @@
 """Notebook 06's printed recovery recipe works as printed: its cells define every name they use.
 
-On a TPU, sections 6 and 7 of notebook 06 start a second process on the chips, which the kernel
-holds after section 2; they then print the recipe: restart, run the set-up cell, the parameters
-cell and the two after it (check, sizes), the first code cell of section 6 (it loads what both
-sections need), then the section. This test runs that recipe statically: every name a cell reads
-must be bound by a cell before it (or by itself), or be a builtin.
+On a TPU, section 7 and appendices A and B of notebook 06 start a second process on the chips,
+which the kernel holds after section 2; they then print the recipe: restart, run the set-up cell,
+the parameters cell and the two after it (check, sizes), the first code cell of section 7 (it
+loads what all three need), then the section or appendix. This test runs that recipe statically:
+every name a cell reads must be bound by a cell before it (or by itself), or be a builtin.
 Framework-free: reads the notebook as JSON and parses its code with ``ast``.
 """
 
@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_pytorch_xla.ipynb"
-SECTIONS = ("## 6. Several devices", "## 7. The persistent compilation cache")
+SECTIONS = (
+    "## 7. Several devices",
+    "## Appendix A · Multi-process",
+    "## Appendix B · The persistent compilation cache",
+)
 ALWAYS = set(dir(builtins)) | {"get_ipython", "display", "__name__"}
 
 
@@ -61,12 +65,12 @@ def _section(cells: list[dict], heading: str) -> list[dict]:
 
 
 def recipe_cells(cells: list[dict], heading: str) -> list[dict]:
-    """Set-up, parameters, its check, the sizes, section 6's first code cell, then the section."""
+    """Set-up, parameters, its check, the sizes, section 7's first code cell, then the section."""
     code = [c for c in cells if c["cell_type"] == "code"]
     params = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
-    first_of_6 = _section(cells, SECTIONS[0])[0]
-    section = [c for c in _section(cells, heading) if c is not first_of_6]
-    return [code[0], *code[params : params + 3], first_of_6, *section]
+    first_of_7 = _section(cells, SECTIONS[0])[0]
+    section = [c for c in _section(cells, heading) if c is not first_of_7]
+    return [code[0], *code[params : params + 3], first_of_7, *section]
 
 
 def missing_names(cells: list[dict]) -> list[str]:
@@ -110,9 +114,9 @@ def _early_keys(tree: ast.AST, ctx: type) -> set[str]:
 
 
 def test_on_a_tpu_the_fresh_process_sections_run_before_the_kernel_opens_the_device() -> None:
-    """The cell that runs sections 6 and 7's processes first on a TPU comes before anything opens
-    the device, has every name it needs from the cells above it, and sets every result those
-    sections read."""
+    """The cell that runs the processes of section 7 and appendices A and B first on a TPU comes
+    before anything opens the device, has every name it needs from the cells above it, and sets
+    every result those sections read."""
     code = [
         c
         for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
@@ -131,3 +135,30 @@ def test_on_a_tpu_the_fresh_process_sections_run_before_the_kernel_opens_the_dev
         *(_early_keys(ast.parse(_code(c)), ast.Load) for h in SECTIONS for c in _section(cells, h))
     )
     assert read and read <= _early_keys(ast.parse(_code(code[early])), ast.Store), read
+
+
+def _main_line_code(cells: list[dict]) -> list[dict]:
+    recap = next(
+        i
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Recap")
+    )
+    return [c for c in cells[:recap] if c["cell_type"] == "code"]
+
+
+def test_the_main_line_runs_without_the_appendices() -> None:
+    """Every name a main-line cell reads is bound by a main-line cell before it: the multi-process
+    recipe, the cache and the profiler live in appendices after the recap, and nothing before the
+    recap may need them."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    assert missing_names(_main_line_code(cells)) == []
+
+
+def test_a_main_line_cell_reading_an_appendix_name_is_caught() -> None:
+    """The check can fail: the results cell reading the cache appendix's ``cache_runs``."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    main = _main_line_code(cells)
+    planted = {"cell_type": "code", "metadata": {}, "source": ["n = len(cache_runs)\n"]}
+    assert missing_names([*main, planted]) == [
+        f"cell {len(main)} of the recipe reads ['cache_runs']"
+    ]
