@@ -12,12 +12,13 @@ Framework-free: reads the notebooks as JSON.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.nbcells import NOTEBOOKS, cells, hidden, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
 
 NB00 = NOTEBOOKS / "00_cpu_gpu_tpu.ipynb"
 NB01 = NOTEBOOKS / "01_getting_onto_a_tpu.ipynb"
@@ -132,3 +133,51 @@ def test_01_jax_in_process_is_placed_before_it_starts() -> None:
         i for i, c in enumerate(cs) if c["cell_type"] == "code" and "import tensorflow" in text(c)
     )
     assert listing < in_process[0] < first_tf, "fresh-process listing, then JAX here, then TF"
+
+
+def _assigned(source: str) -> set[str]:
+    """Names a cell binds: assignments, imports, defs, loop targets, parameters."""
+    tree = ast.parse("\n".join(ln for ln in source.splitlines() if not ln.startswith(("%", "!"))))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):  # lambda and function parameters
+            names.add(node.arg)
+    return names
+
+
+def test_00_main_line_leaves_cpu_benchmark_detail_to_the_appendices() -> None:
+    """The main line teaches what a TPU changes; CPU measurement detail lives after the recap,
+    and no main-line cell reads a name that only an appendix defines."""
+    cs = cells(NB00)
+    recap = heading(cs, "## Recap")
+    main = [c for c in cs[:recap] if c["cell_type"] == "code"]
+    appendix = [c for c in cs[recap:] if c["cell_type"] == "code"]
+    cpu_detail = re.compile(
+        r"compare\.compare\(|working_set_sweep\(|plot_thread_scaling\(|SeedCNN\("
+    )
+    for c in main:
+        assert not cpu_detail.search(text(c)), (
+            f"CPU benchmark detail in the main line: {text(c)[:80]}"
+        )
+    first = heading(cs, "## 1 ")
+    assert "v5e" in text(cs[first]) and "Appendix" in text(cs[first]), (
+        "section 1 sets the TPU next to this machine"
+    )
+    defined_in_main = set().union(*(_assigned(text(c)) for c in main))
+    only_in_appendix = set().union(*(_assigned(text(c)) for c in appendix)) - defined_in_main
+    for c in main:
+        used = {
+            n.id
+            for n in ast.walk(ast.parse(text(c)))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        used -= _assigned(text(c))  # its own names, local ones included
+        assert not used & only_in_appendix, (
+            f"main-line cell reads {sorted(used & only_in_appendix)}"
+        )
