@@ -50,3 +50,42 @@ def test_grain_exercise_follows_the_tfdata_one_with_solution_and_checks() -> Non
     assert stdout(ran).startswith("compared in 5 interleaved rounds")
     assert "num_threads=0, prefetch_buffer_size=0" in stdout(ran)
     assert "grain_ex" in text(cs[save]), "the results record exercise B's verdict"
+
+
+def test_section_5b_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> None:
+    """The free-TPU learner's training path: a visible script, run with KERAS_BACKEND=jax."""
+    cs = cells(NB07)
+    header = text(cs[0])
+    assert "**5b" in header and "skip reading" in header, "the header points the JAX learner to 5b"
+    s5b = heading(cs, "## 5b. ")
+    s6 = heading(cs, "## 6. ")
+    recap = heading(cs, "## Recap")
+    s5 = index(cs, lambda c: c["cell_type"] == "markdown" and "\n## 5. " in text(c))
+    assert s5 < s5b < s6 < recap
+    block = cs[s5b:s6]
+    script = [c for c in block if text(c).startswith("%%writefile ")]
+    assert len(script) == 1 and not hidden(script[0])
+    src = text(script[0])
+    for piece in (
+        "import grain",
+        "model.fit(",
+        'os.environ.setdefault("KERAS_BACKEND", "jax")',
+        "devices[0].platform",
+        "input_wait_share",
+        "RESULT ",
+    ):
+        assert piece in src, piece
+    runs = [c for c in block if "fresh_process.run_python(" in text(c)]
+    assert len(runs) == 1 and not hidden(runs[0])
+    assert '"KERAS_BACKEND": "jax"' in text(runs[0])
+    assert text(runs[0]).startswith("# NBVAL_IGNORE_OUTPUT"), (
+        "the child's lines depend on the machine"
+    )
+    checks = [c for c in block if text(c).startswith("# @title Check")]
+    assert len(checks) == 1 and hidden(checks[0])
+    check = text(checks[0])
+    assert "NBVAL_IGNORE_OUTPUT" not in check
+    assert (
+        'train_result["platform"] == "tpu"' in check and 'train_result["backend"] == "jax"' in check
+    )
+    assert stdout(checks[0]).startswith("model.fit on Grain batches under Keras on JAX:")
