@@ -162,3 +162,63 @@ def test_a_main_line_cell_reading_an_appendix_name_is_caught() -> None:
     assert missing_names([*main, planted]) == [
         f"cell {len(main)} of the recipe reads ['cache_runs']"
     ]
+
+
+def _exercise_cells(cells: list[dict]) -> list[dict]:
+    """The code cells between the exercise heading and the next ``## `` heading."""
+    return _section(cells, "## Exercise")
+
+
+def exercise_problems(code: list[dict]) -> list[str]:
+    """What is wrong with the exercise's structure: a visible cell leaving ``prepare = None``, a
+    collapsed solution that applies only ``if prepare is None:``, a collapsed check that asserts."""
+    problems = []
+    texts = ["".join(c["source"]) for c in code]
+    visible = [t for t in texts if not t.startswith("# @title")]
+    if not any(
+        isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["prepare"]
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is None
+        for t in visible
+        for node in ast.parse(t).body
+    ):
+        problems.append("no visible cell leaves the placeholder `prepare = None`")
+    solutions = [t for t in texts if t.startswith("# @title Solution")]
+    body = ast.parse(solutions[0]).body if solutions else []
+    if not (
+        len(body) == 1
+        and isinstance(body[0], ast.If)
+        and ast.unparse(body[0].test) == "prepare is None"
+        and not body[0].orelse
+    ):
+        problems.append("the solution does not apply only `if prepare is None:`")
+    checks = [t for t in texts if t.startswith("# @title Check")]
+    if not checks or not any(isinstance(n, ast.Assert) for n in ast.walk(ast.parse(checks[0]))):
+        problems.append("the check does not assert")
+    elif "NBVAL_IGNORE_OUTPUT" in checks[0]:
+        problems.append("the check's output is ignored by nbval")
+    return problems
+
+
+def test_exercise_has_a_placeholder_a_conditional_solution_and_an_asserting_check() -> None:
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    code = _exercise_cells(cells)
+    assert exercise_problems(code) == []
+    check = next(c for c in code if "".join(c["source"]).startswith("# @title Check"))
+    printed = "".join(
+        "".join(o.get("text", "")) for o in check["outputs"] if o.get("name") == "stdout"
+    )
+    assert printed.splitlines()[-1].startswith("Done:"), printed
+
+
+def test_a_solution_made_unconditional_is_caught() -> None:
+    """Planted bug: the solution redefines ``prepare`` whatever the learner wrote."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    code = [dict(c) for c in _exercise_cells(cells)]
+    i = next(n for n, c in enumerate(code) if "".join(c["source"]).startswith("# @title Solution"))
+    text = "".join(code[i]["source"])
+    title, rest = text.split("\n", 1)
+    body = "\n".join(line.removeprefix("    ") for line in rest.splitlines()[1:])
+    code[i] = {**code[i], "source": [title + "\n" + body + "\n"]}
+    assert exercise_problems(code) == ["the solution does not apply only `if prepare is None:`"]
