@@ -1,6 +1,7 @@
 """Notebook 04's section 1b recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
 
-The notebook writes the recipe to a script with a visible ``%%writefile`` cell and runs it in a
+The notebook writes the recipe to a script with a visible ``%%save_script`` cell (``%%writefile``
+without its message) and runs it in a
 fresh process (its kernel's Keras runs on TensorFlow and cannot switch backends). This test runs
 the script as it stands in the notebook, with only its settings made smaller, in a fresh process
 on 2 simulated CPU devices with the offline stand-in data.
@@ -37,14 +38,14 @@ def text(cell: dict) -> str:
 
 
 def recipe() -> str:
-    """The script the section 1b %%writefile cell writes (its first line, the magic, removed)."""
+    """The script the section 1b %%save_script cell writes (its first line, the magic, removed)."""
     cells = notebook_cells()
     start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
     end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
     (script,) = [
         text(c)
         for c in cells[start:end]
-        if c["cell_type"] == "code" and text(c).startswith("%%writefile")
+        if c["cell_type"] == "code" and text(c).startswith("%%save_script")
     ]
     return script.split("\n", 1)[1]
 
@@ -57,7 +58,7 @@ def setting(code: str, name: str) -> str:
 def test_the_recipe_is_visible_and_run_in_a_fresh_process() -> None:
     cells = notebook_cells()
     start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
-    writer = next(i for i, c in enumerate(cells) if text(c).startswith("%%writefile"))
+    writer = next(i for i, c in enumerate(cells) if text(c).startswith("%%save_script"))
     runner = text(cells[writer + 1])
     assert start < writer, "the script is written in section 1b"
     assert not cells[writer]["metadata"].get("cellView"), "the script cell is visible"
@@ -107,3 +108,106 @@ def test_the_recipe_trains_on_two_simulated_devices() -> None:
     assert out["policy"] == "mixed_bfloat16", out
     assert out["train"] % 32 == 0 and out["test"] % 32 == 0, out  # one static batch shape
     assert len(out["loss"]) == 2 and all(v == v for v in out["loss"]), out  # trained, finite
+
+
+def exercise_b(cells: list[dict]) -> tuple[str, str, str, str]:
+    """Exercise B's placeholder, solution, run and check cells (the code cells of its section)."""
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise B: "))
+    end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
+    assert text(cells[end]).startswith("## Recap"), "Exercise B comes right before the recap"
+    code = [c for c in cells[start:end] if c["cell_type"] == "code"]
+    placeholder, solution, run, check = code
+    hidden = [bool(c["metadata"].get("cellView")) for c in code]
+    assert hidden == [False, True, False, True], hidden
+    return text(placeholder), text(solution), text(run), text(check)
+
+
+def exercise_b_problems(cells: list[dict]) -> list[str]:
+    """What is wrong with Exercise B's structure (an empty list if nothing is)."""
+    placeholder, solution, run, check = exercise_b(cells)
+    problems = []
+    if not placeholder.startswith("my_steps_per_execution = None  #"):
+        problems.append("the placeholder is not `my_steps_per_execution = None`")
+    if not solution.startswith("# @title Solution"):
+        problems.append("the solution is not a titled collapsed cell")
+    for chosen in (
+        4,
+        None,
+    ):  # the solution keeps a learner's value and fills in only the placeholder
+        scope: dict = {"my_steps_per_execution": chosen}
+        exec(solution, scope)  # noqa: S102 - the notebook's own cell
+        value = scope["my_steps_per_execution"]
+        if chosen is not None and value != chosen:
+            problems.append(f"the solution replaced the learner's {chosen} with {value}")
+        if chosen is None and not (isinstance(value, int) and value != 8):
+            problems.append(
+                f"the solution's value {value!r} is not a whole number other than the default 8"
+            )
+    if (
+        'f"STEPS_PER_EXECUTION={my_steps_per_execution}"' not in run
+        or "str(recipe_file)" not in run
+    ):
+        problems.append("the run does not pass the learner's value to section 1b's script")
+    if not check.startswith("# @title Check") or "fresh_process.result_of(lever_log)" not in check:
+        problems.append("the check does not read the script's RESULT line")
+    if "assert not problems" not in check:
+        problems.append("the check does not assert")
+    return problems
+
+
+def test_exercise_b_changes_one_lever_of_the_script() -> None:
+    assert exercise_b_problems(notebook_cells()) == []
+    code = recipe()
+    assert (
+        "for override in sys.argv[1:]:" in code
+        and '"steps_per_execution": STEPS_PER_EXECUTION' in code
+    )
+
+
+def test_exercise_b_fails_with_an_unconditional_solution() -> None:
+    """Planted bug: a solution that overwrites the learner's value."""
+    cells = notebook_cells()
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise B: "))
+    i = next(j for j in range(start, len(cells)) if text(cells[j]).startswith("# @title Solution"))
+    planted = text(cells[i]).replace("if my_steps_per_execution is None:\n    ", "")
+    assert planted != text(cells[i])
+    cells[i] = {**cells[i], "source": planted.splitlines(keepends=True)}
+    assert any("replaced the learner's" in p for p in exercise_b_problems(cells))
+
+
+def test_exercise_b_check_asserts_the_levers_effects() -> None:
+    check = exercise_b(notebook_cells())[3]
+    for what in (
+        'run["steps_per_execution"] != chosen',
+        'run["platform"]',
+        'run["devices"]',
+        'run["train_images"] % run["global_batch"]',
+        "loss[-1] < loss[0]",
+    ):
+        assert what in check, what
+    assert "images/s" not in check and "time" not in check, "no speed assertions"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
+    reason="needs jax and keras",
+)
+def test_the_recipe_takes_a_command_line_override(tmp_path: Path) -> None:
+    code = recipe()
+    for name, (value, small) in SETTINGS.items():
+        code = code.replace(f"\n{name} = {value}  #", f"\n{name} = {small}  #", 1)
+    script = tmp_path / "keras_jax_recipe.py"
+    script.write_text(code)
+    env = {
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "COURSE_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    done = fresh_process.run_python(
+        [str(script), "STEPS_PER_EXECUTION=3", "EPOCHS=1"], env=env, timeout_s=900
+    )
+    out = fresh_process.result_of(done.stdout)
+    assert out["steps_per_execution"] == 3 and out["epochs"] == 1 and len(out["loss"]) == 1, out
+    assert (out["devices"], out["platform"], out["global_batch"]) == (2, "cpu", 32), out
+    assert out["train_images"] % out["global_batch"] == 0, out
