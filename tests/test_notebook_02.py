@@ -81,7 +81,7 @@ def test_no_main_line_cell_needs_an_appendix() -> None:
 def test_the_dependency_check_catches_an_appendix_only_name() -> None:
     """Planted bug: the exercise's reference step moved after the recap."""
     cs = cells(NB02)
-    ref = next(i for i, c in enumerate(cs) if text(c).startswith("EQUIVALENCE_LR = "))
+    ref = next(i for i, c in enumerate(cs) if "\nEQUIVALENCE_LR = " in text(c))
     moved = cs[:ref] + cs[ref + 1 :] + [cs[ref]]
     found = appendix_only_names_read_by_the_main_line(moved)
     assert any({"train_on", "weights_all", "weight_tolerance"} & names for names in found.values())
@@ -101,13 +101,14 @@ def test_exercise_placeholder_conditional_solution_and_asserting_check() -> None
     cs = cells(NB02)
     block = cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]
     code = [c for c in block if c["cell_type"] == "code"]
-    reference, placeholder, solution, check = code
-    assert not hidden(reference) and "def train_on(" in text(reference)
+    placeholder, solution, reference, check = code  # the reference is collapsed, after the edit
+    assert hidden(reference) and "def train_on(" in text(reference)
     assert not hidden(placeholder) and "DataParallel(devices=devices)" in text(placeholder)
     assert hidden(solution) and text(solution).splitlines()[1].startswith(
         "if type(exercise_distribution) is keras.distribution.DataParallel:"
     )
     assert hidden(check) and "\nassert " in text(check)
+    assert "sharding_check.check_in_fresh_process(exercise_distribution" in text(check)
     assert "NBVAL_IGNORE_OUTPUT" not in text(check)
     assert stdout(check).splitlines()[-1].startswith("Passed:")
 
