@@ -33,3 +33,21 @@ def test_exercise_b_placeholder_solution_and_checks() -> None:
     assert hidden(compared) and "NBVAL_IGNORE_OUTPUT" not in text(compared)
     assert "assert not my_problems" in text(compared)
     assert stdout(compared).startswith("Done: k = 2 ran as one compiled program")
+
+
+def test_section_7_has_a_whole_loop_and_its_tolerance_derivation_is_in_appendix_a() -> None:
+    """Section 7 ends with a visible loop over epochs (k steps per call) and a test accuracy,
+    checked; its tolerance's derivation sits in Appendix A after the recap, not in section 7."""
+    cs = cells(NB05)
+    s7, ex_a = heading(cs, "## 7. "), heading(cs, "## Exercise A")
+    main = cs[s7:ex_a]
+    epochs = "for epoch in range(jax_epochs)"
+    loop = [c for c in main if c["cell_type"] == "code" and epochs in text(c)]
+    assert len(loop) == 1 and not hidden(loop[0])
+    assert "k_steps(" in text(loop[0]) and "jax_test_acc" in text(loop[0])
+    after = main[main.index(loop[0]) + 1]
+    assert hidden(after) and "assert epoch_losses[-1] < epoch_losses[0]" in text(after)
+    appendix = heading(cs, "## Appendix A · ")
+    assert heading(cs, "## Recap") < appendix
+    assert "Higham" in text(cs[appendix])
+    assert not any("Higham" in text(c) for c in main)
