@@ -11,6 +11,9 @@ Framework-free: reads the stored notebook as JSON.
 
 from __future__ import annotations
 
+import ast
+import builtins
+
 from tests.nbcells import NOTEBOOKS, cells, heading, hidden, index, stdout, text
 
 NB07 = NOTEBOOKS / "07_tf_data_performance.ipynb"
@@ -89,3 +92,59 @@ def test_section_5b_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> N
         'train_result["platform"] == "tpu"' in check and 'train_result["backend"] == "jax"' in check
     )
     assert stdout(checks[0]).startswith("model.fit on Grain batches under Keras on JAX:")
+
+
+def _jax_path(cs: list[dict]) -> list[dict]:
+    """The cells the header's JAX learner's path runs, in order."""
+
+    def at(start: str) -> int:
+        return index(cs, lambda c: c["cell_type"] == "markdown" and f"\n{start}" in "\n" + text(c))
+
+    def code(a: int, b: int) -> list[dict]:
+        return [c for c in cs[a:b] if c["cell_type"] == "code"]
+
+    save = index(cs, lambda c: text(c).startswith("# @title Save this run's results"))
+    return (
+        code(0, at("## 1. "))
+        + code(at("## 2. "), at("## 3. "))[:1]
+        + code(at("## 3b. "), at("## 4. "))
+        + code(at("## 5b. "), at("## 6. "))
+        + code(at("## Exercise A:"), at("## Exercise B:"))[:1]
+        + code(at("## Exercise B:"), save)
+    )
+
+
+def test_the_jax_path_uses_no_name_from_the_cells_it_skips() -> None:
+    """Set-up, section 2's workload cell, 3b, 5b, ex_wl and Exercise B run on their own."""
+    header = text(cells(NB07)[0])
+    for part in (
+        "section 2's first code cell",
+        "**section 3b**",
+        "**5b**",
+        "Exercise A's first code cell",
+    ):
+        assert part in header, part
+    defined = set(dir(builtins)) | {"get_ipython"}
+    for cell in _jax_path(cells(NB07)):
+        source = text(cell)
+        if source.startswith("%%writefile"):
+            continue  # a file's text, run in another process
+        tree = ast.parse(
+            "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("!", "%")))
+        )
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+                defined |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, ast.Lambda):
+                defined |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                defined.add(node.name)
+        used = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        assert used <= defined, (sorted(used - defined), source[:80])
