@@ -216,3 +216,35 @@ def test_an_interval_just_inside_the_threshold_prints_digits_that_show_it():
         "a", "b", ratio=1.2, low=1.051, high=1.3, coverage=0.88, rounds=4, threshold=0.05
     )
     assert faster.sentence().startswith("a is faster than b: 1.20x, 88% interval 1.051-1.300x")
+
+
+def test_variants_with_different_work_per_call_compare_by_rate_not_by_call():
+    # a does 1,100 images per call in 1.1 s, b 1,024 in 1.024 s: the same rate, so no difference,
+    # although a's calls take 7 % longer (notebook 09's seed rung fits a last partial batch).
+    clock = FakeClock()
+    a = variant(clock, "a", lambda _n: 1.100, work=1100)
+    b = variant(clock, "b", lambda _n: 1.024, work=1024)
+    result = compare.compare([a, b], rounds=5, clock=clock)
+    verdict = result.verdict("a", "b")
+    assert verdict.ratio == pytest.approx(1.0)
+    assert verdict.state == NO_DIFFERENCE, verdict.sentence()
+    assert result.rate("a") == pytest.approx(result.rate("b"))
+    # and twice the work in the same time is twice as fast
+    c = variant(clock, "c", lambda _n: 1.0, work=2.0)
+    d = variant(clock, "d", lambda _n: 1.0, work=1.0)
+    doubled = compare.compare([c, d], rounds=5, clock=clock).verdict("c", "d")
+    assert doubled.ratio == pytest.approx(2.0)
+
+
+def test_a_raised_bar_says_so_instead_of_blaming_the_machine():
+    # 0.73x with a tight interval resolves a slowdown at 5 %; under a 1.5x bar it is "no
+    # difference", and the sentence must not claim the machine cannot resolve it.
+    clock = FakeClock()
+    a = variant(clock, "a", noisy(1.37, 0.01, 1))
+    b = variant(clock, "b", noisy(1.00, 0.01, 2))
+    result = compare.compare([a, b], rounds=8, clock=clock, threshold=0.5)
+    verdict = result.verdict("a", "b")
+    assert verdict.state == NO_DIFFERENCE
+    assert "raised bar" in verdict.sentence() and "can resolve" not in verdict.sentence()
+    assert "above 1.500x or below 0.667x" in verdict.sentence()
+    assert compare.compare([a, b], rounds=8, clock=clock).verdict("a", "b").state == "slower"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from utils import simulated_devices as sd
@@ -94,3 +96,14 @@ def test_one_count_rule_and_one_default() -> None:
         with pytest.raises(ValueError, match="virtual_cpus must be an integer >= 1 and <= 64"):
             sd.check_count(bad, "virtual_cpus")
     assert [sd.default_count(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+
+
+def test_child_flags_ask_for_the_devices_and_patience_without_touching_this_process(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    flags = sd.child_flags(2, patient=True)
+    assert f"{sd.FLAG}=2" in flags.split()
+    assert all(f in flags.split() for f in sd.PATIENCE_FLAGS)
+    assert sd.child_flags(2, patient=False).split() == [f"{sd.FLAG}=2"]
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"  # unchanged
+    with pytest.raises(ValueError):
+        sd.child_flags(0)

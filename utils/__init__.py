@@ -17,7 +17,8 @@ and imports each core module in a fresh interpreter):
   ``bench``, ``throughput``, ``flops``, ``mfu``, ``roofline``, ``systolic``,
   ``timeline``, ``trace_summary``; drawing: ``hardware_plots``, ``training_plots``.
 - processes: ``fresh_process`` (the one child-process runner), ``launcher`` (a multi-host job
-  rehearsed on 127.0.0.1), ``tf_cluster`` (``TF_CONFIG``, checked before TensorFlow reads it).
+  rehearsed on 127.0.0.1), ``tf_cluster`` (``TF_CONFIG``, checked before TensorFlow reads it),
+  ``script_cells`` (``%%save_script``: a visible cell saved as a script for a fresh process).
 
 Stacks (importing loads the framework): ``utils.tf`` (TensorFlow), ``utils.keras`` (Keras 3, any
 backend), ``utils.torch`` (PyTorch and torch_xla), ``utils.jax`` (JAX).

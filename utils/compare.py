@@ -48,6 +48,8 @@ Clock = Callable[[], float]
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
 VERDICT_VALUES = {FASTER: 1.0, NO_DIFFERENCE: 0.0, SLOWER: -1.0}
 VERDICT_UNIT = "verdict (+1 faster, 0 no difference, -1 slower)"
+# A verdict needs the whole interval beyond 5 % either way unless a comparison raises the bar.
+DEFAULT_THRESHOLD = 0.05
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
 
 @dataclass(frozen=True)
 class Verdict:
-    """``a`` against ``b``: ``ratio`` = time of b / time of a (above 1: a is faster)."""
+    """``a`` against ``b``: ``ratio`` = b's time per unit of work / a's (above 1: a is faster)."""
 
     a: str
     b: str
@@ -126,10 +128,18 @@ class Verdict:
             return f"{self.a} is faster than {self.b}: {self.interval_text}."
         if self.state == SLOWER:
             return f"{self.a} is slower than {self.b}: {self.interval_text}."
+        bar = (
+            f"a verdict needs the whole interval above {1.0 + self.threshold:.3f}x "
+            f"or below {1.0 / (1.0 + self.threshold):.3f}x"
+        )
+        if self.threshold > DEFAULT_THRESHOLD:  # raised on purpose: say so, not "can't resolve"
+            return (
+                f"{self.a} vs {self.b}: no difference beyond this comparison's raised bar "
+                f"({self.interval_text}; {bar})."
+            )
         return (
             f"{self.a} vs {self.b}: no difference this machine can resolve "
-            f"({self.interval_text}; a verdict needs the whole interval above "
-            f"{1.0 + self.threshold:.3f}x or below {1.0 / (1.0 + self.threshold):.3f}x)."
+            f"({self.interval_text}; {bar})."
         )
 
 
@@ -141,7 +151,7 @@ class Comparison:
     seconds: Mapping[str, tuple[float, ...]]
     peaks: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     orders: tuple[tuple[str, ...], ...] = ()
-    threshold: float = 0.05
+    threshold: float = DEFAULT_THRESHOLD
     confidence: float = 0.9
 
     @property
@@ -197,9 +207,14 @@ class Comparison:
         return statistics.median(self.peaks[key])
 
     def verdict(self, a: str, b: str) -> Verdict:
-        """``a`` against ``b`` from the paired rounds."""
+        """``a`` against ``b`` from the paired rounds, per unit of work.
+
+        Each round's ratio is b's time per unit of ``work`` over a's, so two variants that process
+        different amounts per call (a last partial batch, say) compare by rate, as the table does.
+        """
+        wa, wb = self._variant(a).work, self._variant(b).work
         ta, tb = self.seconds[a], self.seconds[b]
-        ratios = [y / x for x, y in zip(ta, tb, strict=True)]
+        ratios = [(y / wb) / (x / wa) for x, y in zip(ta, tb, strict=True)]
         low, high, coverage = median_interval(ratios, self.confidence)
         return Verdict(
             a, b, statistics.median(ratios), low, high, coverage, len(ratios), self.threshold
@@ -259,7 +274,7 @@ def compare(
     rounds: int = 5,
     warmup: int = 1,
     peaks: Mapping[str, Callable[[], float]] | None = None,
-    threshold: float = 0.05,
+    threshold: float = DEFAULT_THRESHOLD,
     confidence: float = 0.9,
     progress: Callable[[int, int], object] | None = None,
     clock: Clock = time.perf_counter,

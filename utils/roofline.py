@@ -689,8 +689,9 @@ PUBLISHED_RESNET50 = {
     "global_batch": 1024,
     "source": (
         "tensorflow/tpu, models/official/resnet/README.md (commit 11a028bf): ResNet-50 on "
-        "ImageNet, batch 1024 on a single Cloud TPU (a v2-8: 4 chips), 90 epochs, 'above 76% "
-        "accuracy in around 17 hours (including evaluation time every --steps_per_eval steps)'"
+        "ImageNet, batch 1024 on a single Cloud TPU (our reading: a v2-8, 4 chips), 90 epochs, "
+        "'above 76% accuracy in around 17 hours (including evaluation time every "
+        "--steps_per_eval steps)'"
     ),
 }
 """A published TPU throughput for a CNN: 90 epochs of ImageNet (1,281,167 images) in ~17 h."""

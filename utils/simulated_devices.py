@@ -11,6 +11,7 @@ program would quietly run on one device. :func:`request` refuses that case loudl
   process; :func:`default_count`: the one default, :data:`DEFAULT_TOTAL` devices in all.
 - :func:`request`: put the flag into ``XLA_FLAGS`` (replacing an older count), or raise
   :class:`JaxAlreadyImported` saying to restart the kernel.
+- :func:`child_flags`: the same ``XLA_FLAGS`` for a fresh child process (this one may hold JAX).
 - :func:`check_device_count`: after import, the devices JAX sees are the devices asked for.
 - :func:`per_device_batch`: the global batch split evenly over the devices, or a clear error.
 
@@ -42,6 +43,7 @@ __all__ = [
     "accepts_patience",
     "check_count",
     "check_device_count",
+    "child_flags",
     "default_count",
     "per_device_batch",
     "request",
@@ -148,6 +150,17 @@ def request(
         flags += [f for f in PATIENCE_FLAGS if f.split("=", 1)[0] not in names]
     env["XLA_FLAGS"] = " ".join(flags)
     return env["XLA_FLAGS"]
+
+
+def child_flags(count: int, *, patient: bool | None = None) -> str:
+    """``XLA_FLAGS`` for a fresh process that should see ``count`` simulated CPU devices.
+
+    The same flags :func:`request` would set (patient collectives included where the installed
+    jaxlib accepts them), built without touching this process's environment: this process may
+    have imported JAX already; the child has not.
+    """
+    env: dict[str, str] = {}
+    return request(count, env=env, modules={}, patient=patient)
 
 
 def check_device_count(seen: int, expected: int, platform: str = "cpu") -> None:

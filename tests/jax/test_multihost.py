@@ -157,6 +157,22 @@ def test_notebook_shows_the_worker_it_runs():
     assert written[0].rstrip("\n") == source.rstrip("\n")
 
 
+def test_the_excerpt_before_the_worker_quotes_the_worker():
+    """Section 3's excerpt of the multi-host lines: each line is a line of the worker."""
+    if not NOTEBOOK.exists():
+        pytest.skip("notebook 08 not present")
+    source = (ROOT / "utils" / "jax" / "multihost_worker.py").read_text()
+    worker = {line.strip() for line in source.splitlines()}
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    text = next(
+        "".join(c["source"]) for c in cells if "".join(c["source"]).startswith("## 3. The worker")
+    )
+    excerpt = text.split("```python\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert len(excerpt) >= 8, excerpt
+    missing = [line for line in excerpt if line.strip() not in worker]
+    assert not missing, f"not lines of utils/jax/multihost_worker.py: {missing}"
+
+
 def test_allreduce_timer_sums_across_processes(tmp_path):
     result = launcher.launch(
         ["-m", "utils.jax.multihost_allreduce", "--out", str(tmp_path), "--sizes", "16,1024"],

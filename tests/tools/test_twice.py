@@ -29,6 +29,13 @@ def test_printed_verdicts_parse_the_sentences_compare_prints() -> None:
     assert twice.printed_verdicts(lines) == {"fast way vs seed way": "faster"}
     assert twice.printed_verdicts([slower]) == {"fast way vs seed way": "slower"}
     assert twice.printed_verdicts([same.sentence()]) == {"fast way vs seed way": "no difference"}
+    raised = Comparison(
+        (Variant("fast way", lambda: None), Variant("seed way", lambda: None)),
+        {"fast way": (1.0,) * 5, "seed way": (1.2,) * 5},
+        threshold=0.5,
+    ).verdict("fast way", "seed way")
+    assert raised.state == "no difference" and "raised bar" in raised.sentence()
+    assert twice.printed_verdicts([raised.sentence()]) == {"fast way vs seed way": "no difference"}
     # numbers in the names are masked, so "batch 128" and "batch 512" runs still pair up
     key = twice.printed_verdicts(["rung 3 is faster than rung 2: 1.20x, 88% interval"])
     assert key == {"rung # vs rung #": "faster"}

@@ -76,9 +76,11 @@ def main(args):
     state, run = train(args, state, train_step, manager, shards, slot, sharded, start)
 
     # 6. A metric gathered from every host: the slowest host's step time (stragglers show here).
-    mine = np.array([np.median(run["step_s"]) if run["step_s"] else 0.0, len(run["step_s"])])
+    steady = run["step_s"][1:] or run["step_s"]  # step 0 includes tracing and compiling
+    mine = np.array([np.median(steady) if steady else 0.0, len(run["step_s"])])
     every = multihost_utils.process_allgather(mine)  # shape (processes, 2), the same on all
-    print(f"median step per process (ms): {np.round(every[:, 0] * 1e3, 1).tolist()}", flush=True)
+    medians_ms = [round(float(s) * 1e3, 1) for s in every[:, 0]]
+    print(f"median step per process (ms): {medians_ms}", flush=True)
     save_results(epath.Path(args.out), rank, state, run, start, slot * len(files))
     multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
     jax.distributed.shutdown()

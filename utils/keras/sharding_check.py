@@ -24,7 +24,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from utils import data, fresh_process
+from utils import data, fresh_process, simulated_devices
 from utils.keras import models
 
 __all__ = [
@@ -144,7 +144,7 @@ def check_spec_in_fresh_process(
     )
     env = {
         "KERAS_BACKEND": "jax",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "XLA_FLAGS": simulated_devices.child_flags(devices),  # with patient collectives
         "JAX_PLATFORMS": "cpu",
         "CUDA_VISIBLE_DEVICES": "",
     }

@@ -35,7 +35,8 @@ FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
 _CODES = {1: FASTER, 0: NO_DIFFERENCE, -1: SLOWER}
 _SENTENCE = re.compile(
     r"^(?P<a>.+?) is (?P<state>faster|slower) than (?P<b>.+?): \d"
-    r"|^(?P<a2>.+?) vs (?P<b2>.+?): no difference this machine can resolve"
+    r"|^(?P<a2>.+?) vs (?P<b2>.+?): no difference "
+    r"(?:this machine can resolve|beyond this comparison)"
 )
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
