@@ -75,8 +75,6 @@ $(STAMP): requirements.txt | check-venv
 run: $(STAMP)
 	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
-test: test-unit test-notebooks
-
 # TensorFlow and torch_xla cannot share one process (importing torch_xla after TensorFlow aborts
 # with an LLVM "option registered more than once" error), so the torch_xla tests run apart.
 XLA_TESTS := tests/torch
@@ -104,6 +102,27 @@ else
 	  ($(NBVAL) -v $(NB_B) 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
 	  ra=0; wait $$a || ra=$$?; rb=0; wait $$b || rb=$$?; \
 	  echo "nbval: shard a exited $$ra, shard b exited $$rb"; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
+endif
+
+# Everything CI runs, in two lanes side by side (2 cores): lane a runs the framework unit tests
+# (tests/jax, tests/keras, tests/tf), then nbval shard a; lane b runs the other unit tests (many of
+# them wait on processes and deadlines rather than compute), the torch_xla tests in a process of
+# their own, then nbval shard b. Lines are prefixed [a]/[b]; each lane stops at its first failing
+# step, and the other lane still finishes. NB=04 runs the unit tests, then nbval on one notebook.
+UNIT_A := tests/jax tests/keras tests/tf
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+ifneq ($(NB),)
+test: test-unit test-notebooks
+else
+test: $(STAMP)
+	@echo "two lanes side by side: [a] $(UNIT_A) then nbval $(notdir $(NB_A)); [b] the other unit tests, $(XLA_TESTS), then nbval $(notdir $(NB_B))"
+	@bash -c 'set -o pipefail; s=$$(date +%s); \
+	  ( { $(PYTEST) $(UNIT_A) && $(NBVAL) -v $(NB_A); } 2>&1 | sed -u "s/^/[a] /") & a=$$!; \
+	  ( { $(PYTEST) tests $(addprefix --ignore=,$(UNIT_A) $(XLA_TESTS)) && $(PYTEST) $(XLA_TESTS) \
+	      && $(NBVAL) -v $(NB_B); } 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
+	  ra=0; wait $$a || ra=$$?; rb=0; wait $$b || rb=$$?; \
+	  echo "make test: lane a exited $$ra, lane b exited $$rb, $$(( $$(date +%s) - s )) s"; \
+	  [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
 endif
 
 # Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
