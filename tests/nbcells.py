@@ -3,6 +3,7 @@ it is collapsed (harness). One copy for every notebook-structure test."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -37,3 +38,51 @@ def index(cs: list[dict], predicate: Callable[[dict], bool]) -> int:
 
 def heading(cs: list[dict], start: str) -> int:
     return index(cs, lambda c: c["cell_type"] == "markdown" and text(c).startswith(start))
+
+
+def names_bound_and_read(code_cells: list[dict]) -> tuple[set[str], set[str]]:
+    """Names the cells bind anywhere (assignments, imports, defs, loop targets), names they read."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for c in code_cells:
+        tree = ast.parse(text(c))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+                bound.update(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.Lambda):
+                bound.update(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
+    return bound, read
+
+
+def parts(cs: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """A two-part notebook's cells before Part 1 (header, set-up, parameters), Part 1, and Part 2
+    (up to the recap)."""
+    p1, p2 = heading(cs, "## Part 1 · "), heading(cs, "## Part 2 · ")
+    recap = heading(cs, "## Recap")
+    assert p1 < p2 < recap
+    return cs[:p1], cs[p1:p2], cs[p2:recap]
+
+
+def part_1_names_only_part_2_defines(cs: list[dict]) -> set[str]:
+    """Names Part 1's code reads that only Part 2 binds: on a free TPU a learner runs the cells
+    before Part 1, then Part 1, never Part 2. Cell magics (a %%save_script script) are not kernel
+    code, and reaching into Part 2 through ``globals()`` counts too."""
+    import builtins
+
+    before, part1, part2 = parts(cs)
+
+    def code(block: list[dict]) -> list[dict]:
+        return [c for c in block if c["cell_type"] == "code" and not text(c).startswith("%%")]
+
+    before_bound, _ = names_bound_and_read(code(before))
+    p1_bound, p1_read = names_bound_and_read(code(part1))
+    p2_bound, _ = names_bound_and_read(code(part2))
+    found = p1_read & (p2_bound - before_bound - p1_bound - set(dir(builtins)))
+    if any("globals()" in text(c) for c in code(part1)):
+        found.add("globals()")
+    return found

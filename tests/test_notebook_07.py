@@ -1,37 +1,73 @@
-"""Notebook 07 serves a JAX learner too: a Grain exercise beside the tf.data one.
+"""Notebook 07 serves a free-TPU (JAX) learner first: Part 1 is the Grain / Keras-on-JAX path,
+Part 2 the tf.data lab.
 
 Framework-free: reads the stored notebook as JSON.
 
-* The header names the JAX learner's path and both exercises.
-* Exercise B (Grain) sits after Exercise A, before the results are saved, with a placeholder the
-  learner edits, a collapsed solution that applies only over the placeholder, a self-check whose
-  messages come from the run's numbers (ignored by nbval) and a compared check that the solution's
-  settings differ from the naive read's.
+* The header gives the outline: Part 1 (sections 1-3 and Exercise A, Grain) before Part 2 (sections
+  4-10 and Exercise B, tf.data), then the recap; section headings are numbered 1..10 in order.
+* Exercise A (Grain) closes Part 1, with a placeholder the learner edits, a collapsed solution that
+  applies only over the placeholder, a self-check whose messages come from the run's numbers
+  (ignored by nbval) and a compared check that the solution's settings differ from the naive read's.
+* Section 3 saves its script quietly (``%%save_script``) and runs it with KERAS_BACKEND=jax.
+* Part 1 runs on its own: it uses no name defined only in Part 2.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import re
 
 from tests.nbcells import NOTEBOOKS, cells, heading, hidden, index, stdout, text
 
 NB07 = NOTEBOOKS / "07_tf_data_performance.ipynb"
+PART1 = "## Part 1 · The free-TPU path: Grain and Keras 3 on JAX"
+PART2 = "## Part 2 · The tf.data lab"
 
 
-def test_the_header_gives_a_jax_learners_path_and_both_exercises() -> None:
+def test_the_header_outlines_part_1_before_part_2_with_both_exercises() -> None:
     header = text(cells(NB07)[0])
-    assert "**JAX learner's path**" in header
-    assert "Exercise A" in header and "Exercise B" in header
+    assert "**JAX learner's path.**" in header
+    p1, p2 = header.index("**Part 1 · "), header.index("**Part 2 · ")
+    assert p1 < header.index("**Exercise A**") < p2 < header.index("**Exercise B**")
+    assert "skip" not in header.split("**JAX learner's path.**")[1].split("**Learning")[0], (
+        "the outline replaces the old skip list"
+    )
 
 
-def test_grain_exercise_follows_the_tfdata_one_with_solution_and_checks() -> None:
+def test_parts_sections_and_exercises_come_in_order() -> None:
     cs = cells(NB07)
-    a = heading(cs, "## Exercise A:")
-    b = heading(cs, "## Exercise B: a Grain pipeline that keeps up")
+    order = [
+        heading(cs, PART1),
+        heading(cs, "## 1. The workload"),
+        heading(cs, "## 2. The same pipeline in Grain"),
+        heading(cs, "## 3. Grain feeding `model.fit` under Keras 3 on JAX"),
+        heading(cs, "## Exercise A: a Grain pipeline that keeps up"),
+        heading(cs, PART2),
+        heading(cs, "## 4. "),
+        heading(cs, "## Exercise B: beat the naive pipeline"),
+        index(cs, lambda c: text(c).startswith("# @title Save this run's results")),
+        heading(cs, "## Recap"),
+    ]
+    assert order == sorted(order), order
+    numbers = [
+        int(m.group(1))
+        for c in cs
+        if c["cell_type"] == "markdown"
+        for m in re.finditer(r"^## (\d+)\. ", text(c), re.M)
+    ]
+    assert numbers == list(range(1, 11)), numbers
+    prose = "\n".join(text(c) for c in cs if c["cell_type"] == "markdown")
+    assert not re.search(r"\b[35]b\b", prose), "a stale section number (3b, 5b)"
+
+
+def test_grain_exercise_closes_part_1_with_solution_and_checks() -> None:
+    cs = cells(NB07)
+    a = heading(cs, "## Exercise A: a Grain pipeline that keeps up")
+    part2 = heading(cs, PART2)
     save = index(cs, lambda c: text(c).startswith("# @title Save this run's results"))
-    assert a < b < save
-    block = cs[b:save]
+    block = cs[a:part2]
+    assert any(text(c).startswith("ex_wl = bp.make_workload(") for c in block), "its own workload"
     attempt = [
         c
         for c in block
@@ -52,22 +88,22 @@ def test_grain_exercise_follows_the_tfdata_one_with_solution_and_checks() -> Non
     assert "my_read_options != naive_read" in text(ran)
     assert stdout(ran).startswith("compared in 5 interleaved rounds")
     assert "num_threads=0, prefetch_buffer_size=0" in stdout(ran)
-    assert "grain_ex" in text(cs[save]), "the results record exercise B's verdict"
+    assert "grain_ex" in text(cs[save]), "the results record the Grain exercise's verdict"
 
 
-def test_section_5b_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> None:
-    """The free-TPU learner's training path: a visible script, run with KERAS_BACKEND=jax."""
+def test_section_3_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> None:
+    """The free-TPU learner's training path: a visible script, saved quietly, run on JAX."""
     cs = cells(NB07)
-    header = text(cs[0])
-    assert "**5b" in header and "skip reading" in header, "the header points the JAX learner to 5b"
-    s5b = heading(cs, "## 5b. ")
-    s6 = heading(cs, "## 6. ")
-    recap = heading(cs, "## Recap")
-    s5 = index(cs, lambda c: c["cell_type"] == "markdown" and "\n## 5. " in text(c))
-    assert s5 < s5b < s6 < recap
-    block = cs[s5b:s6]
-    script = [c for c in block if text(c).startswith("%%writefile ")]
+    s3 = heading(cs, "## 3. Grain feeding `model.fit` under Keras 3 on JAX")
+    ex_a = heading(cs, "## Exercise A:")
+    assert "`%%writefile grain_keras_train.py` does the same" in text(cs[s3])
+    block = cs[s3:ex_a]
+    script = [c for c in block if text(c).startswith("%%save_script grain_keras_train.py\n")]
     assert len(script) == 1 and not hidden(script[0])
+    assert script[0]["outputs"] == [], "the script cell prints nothing (no machine path)"
+    k = next(i for i, c in enumerate(block) if c is script[0])
+    register = [c for c in block[:k] if "register_save_script(" in text(c)]
+    assert len(register) == 1 and not hidden(register[0])
     src = text(script[0])
     for piece in (
         "import grain",
@@ -81,6 +117,7 @@ def test_section_5b_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> N
     runs = [c for c in block if "fresh_process.run_python(" in text(c)]
     assert len(runs) == 1 and not hidden(runs[0])
     assert '"KERAS_BACKEND": "jax"' in text(runs[0])
+    assert 'scripts / "grain_keras_train.py"' in text(runs[0])
     assert text(runs[0]).startswith("# NBVAL_IGNORE_OUTPUT"), (
         "the child's lines depend on the machine"
     )
@@ -94,40 +131,15 @@ def test_section_5b_trains_with_grain_and_keras_on_jax_in_a_fresh_process() -> N
     assert stdout(checks[0]).startswith("model.fit on Grain batches under Keras on JAX:")
 
 
-def _jax_path(cs: list[dict]) -> list[dict]:
-    """The cells the header's JAX learner's path runs, in order."""
-
-    def at(start: str) -> int:
-        return index(cs, lambda c: c["cell_type"] == "markdown" and f"\n{start}" in "\n" + text(c))
-
-    def code(a: int, b: int) -> list[dict]:
-        return [c for c in cs[a:b] if c["cell_type"] == "code"]
-
-    save = index(cs, lambda c: text(c).startswith("# @title Save this run's results"))
-    return (
-        code(0, at("## 1. "))
-        + code(at("## 2. "), at("## 3. "))[:1]
-        + code(at("## 3b. "), at("## 4. "))
-        + code(at("## 5b. "), at("## 6. "))
-        + code(at("## Exercise A:"), at("## Exercise B:"))[:1]
-        + code(at("## Exercise B:"), save)
-    )
-
-
-def test_the_jax_path_uses_no_name_from_the_cells_it_skips() -> None:
-    """Set-up, section 2's workload cell, 3b, 5b, ex_wl and Exercise B run on their own."""
-    header = text(cells(NB07)[0])
-    for part in (
-        "section 2's first code cell",
-        "**section 3b**",
-        "**5b**",
-        "Exercise A's first code cell",
-    ):
-        assert part in header, part
+def test_part_1_uses_no_name_defined_only_in_part_2() -> None:
+    """The set-up, the parameters and Part 1 run on their own, top to bottom."""
+    cs = cells(NB07)
     defined = set(dir(builtins)) | {"get_ipython"}
-    for cell in _jax_path(cells(NB07)):
+    part1 = [c for c in cs[: heading(cs, PART2)] if c["cell_type"] == "code"]
+    assert any("%%save_script" in text(c) for c in part1)
+    for cell in part1:
         source = text(cell)
-        if source.startswith("%%writefile"):
+        if source.startswith("%%"):
             continue  # a file's text, run in another process
         tree = ast.parse(
             "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("!", "%")))

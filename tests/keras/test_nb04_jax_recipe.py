@@ -1,4 +1,4 @@
-"""Notebook 04's section 1b recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
+"""Notebook 04's Part 1 recipe (Keras 3 on JAX, the route onto a free TPU's chips) runs.
 
 The notebook writes the recipe to a script with a visible ``%%save_script`` cell (``%%writefile``
 without its message) and runs it in a
@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from utils import fresh_process
+from utils import fresh_process, simulated_devices
 
 NB04 = Path(__file__).resolve().parents[2] / "notebooks" / "04_keras_cifar10_tpu.ipynb"
 SETTINGS = {  # the script's plain settings at its top, and the test's smaller values
-    "PER_REPLICA_BATCH": ("128", "16"),
+    "PER_REPLICA_BATCH": ("None", "16"),
+    "STEPS_PER_EPOCH": ("32", "8"),  # the training set: 8 global batches of 32
     "EPOCHS": ("3", "2"),
     "STEPS_PER_EXECUTION": ("8", "2"),
     "PRECISION": ('"mixed_bfloat16"', '"mixed_bfloat16"'),
-    # 520 and 72 images: neither a multiple of the global batch (32), so drop_remainder must cut
-    "IMAGES": ("(4096, 1024)", "(520, 72)"),
+    # 72 test images: not a multiple of the global batch (32), so drop_remainder must cut
+    "TEST_IMAGES": ("1024", "72"),
 }
 
 
@@ -38,10 +39,10 @@ def text(cell: dict) -> str:
 
 
 def recipe() -> str:
-    """The script the section 1b %%save_script cell writes (its first line, the magic, removed)."""
+    """The script Part 1's %%save_script cell writes (its first line, the magic, removed)."""
     cells = notebook_cells()
-    start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
-    end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Part 1 · "))
+    end = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise A: "))
     (script,) = [
         text(c)
         for c in cells[start:end]
@@ -57,10 +58,11 @@ def setting(code: str, name: str) -> str:
 
 def test_the_recipe_is_visible_and_run_in_a_fresh_process() -> None:
     cells = notebook_cells()
-    start = next(i for i, c in enumerate(cells) if text(c).startswith("## 1b. "))
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Part 1 · "))
+    end = next(i for i, c in enumerate(cells) if text(c).startswith("## Part 2 · "))
     writer = next(i for i, c in enumerate(cells) if text(c).startswith("%%save_script"))
     runner = text(cells[writer + 1])
-    assert start < writer, "the script is written in section 1b"
+    assert start < writer < end, "the script is written in Part 1"
     assert not cells[writer]["metadata"].get("cellView"), "the script cell is visible"
     assert "fresh_process.run_python([str(recipe_file)]" in runner, runner
     assert not cells[writer + 1]["metadata"].get("cellView"), "the cell that runs it is visible"
@@ -74,7 +76,9 @@ def test_the_recipe_states_the_levers() -> None:
         "set_global_policy(PRECISION)",
         "data.drop_remainder(",
         "steps_per_execution=STEPS_PER_EXECUTION",
-        "subset=IMAGES",
+        "subset=subset",
+        "STEPS_PER_EPOCH * global_batch",
+        '"steps_per_epoch": steps_per_epoch',
     ):
         assert line in code, line
     for name, (value, _) in SETTINGS.items():
@@ -99,22 +103,23 @@ def test_the_recipe_trains_on_two_simulated_devices() -> None:
     )
     env = {
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "XLA_FLAGS": simulated_devices.child_flags(2),
         "COURSE_OFFLINE": "1",
         "CUDA_VISIBLE_DEVICES": "",
     }
     out = fresh_process.run_python_json(code, env=env, timeout_s=900)
     assert out["devices"] == 2 and out["global_batch"] == 32, out
     assert out["policy"] == "mixed_bfloat16", out
-    assert out["train"] % 32 == 0 and out["test"] % 32 == 0, out  # one static batch shape
+    # STEPS_PER_EPOCH global batches to train on; the test images cut to whole batches
+    assert out["train"] == 8 * 32 and out["test"] == 64, out
     assert len(out["loss"]) == 2 and all(v == v for v in out["loss"]), out  # trained, finite
 
 
-def exercise_b(cells: list[dict]) -> tuple[str, str, str, str]:
-    """Exercise B's placeholder, solution, run and check cells (the code cells of its section)."""
-    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise B: "))
+def exercise_a(cells: list[dict]) -> tuple[str, str, str, str]:
+    """Exercise A's placeholder, solution, run and check cells (the code cells of its section)."""
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise A: "))
     end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
-    assert text(cells[end]).startswith("## Recap"), "Exercise B comes right before the recap"
+    assert text(cells[end]).startswith("## Part 2 · "), "Exercise A ends Part 1"
     code = [c for c in cells[start:end] if c["cell_type"] == "code"]
     placeholder, solution, run, check = code
     hidden = [bool(c["metadata"].get("cellView")) for c in code]
@@ -122,9 +127,9 @@ def exercise_b(cells: list[dict]) -> tuple[str, str, str, str]:
     return text(placeholder), text(solution), text(run), text(check)
 
 
-def exercise_b_problems(cells: list[dict]) -> list[str]:
-    """What is wrong with Exercise B's structure (an empty list if nothing is)."""
-    placeholder, solution, run, check = exercise_b(cells)
+def exercise_a_problems(cells: list[dict]) -> list[str]:
+    """What is wrong with Exercise A's structure (an empty list if nothing is)."""
+    placeholder, solution, run, check = exercise_a(cells)
     problems = []
     if not placeholder.startswith("my_steps_per_execution = None  #"):
         problems.append("the placeholder is not `my_steps_per_execution = None`")
@@ -147,7 +152,7 @@ def exercise_b_problems(cells: list[dict]) -> list[str]:
         'f"STEPS_PER_EXECUTION={my_steps_per_execution}"' not in run
         or "str(recipe_file)" not in run
     ):
-        problems.append("the run does not pass the learner's value to section 1b's script")
+        problems.append("the run does not pass the learner's value to Part 1's script")
     if not check.startswith("# @title Check") or "fresh_process.result_of(lever_log)" not in check:
         problems.append("the check does not read the script's RESULT line")
     if "assert not problems" not in check:
@@ -155,33 +160,36 @@ def exercise_b_problems(cells: list[dict]) -> list[str]:
     return problems
 
 
-def test_exercise_b_changes_one_lever_of_the_script() -> None:
-    assert exercise_b_problems(notebook_cells()) == []
+def test_exercise_a_changes_one_lever_of_the_script() -> None:
+    assert exercise_a_problems(notebook_cells()) == []
     code = recipe()
     assert (
-        "for override in sys.argv[1:]:" in code
+        "for override in overrides:" in code
         and '"steps_per_execution": STEPS_PER_EXECUTION' in code
     )
 
 
-def test_exercise_b_fails_with_an_unconditional_solution() -> None:
+def test_exercise_a_fails_with_an_unconditional_solution() -> None:
     """Planted bug: a solution that overwrites the learner's value."""
     cells = notebook_cells()
-    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise B: "))
+    start = next(i for i, c in enumerate(cells) if text(c).startswith("## Exercise A: "))
     i = next(j for j in range(start, len(cells)) if text(cells[j]).startswith("# @title Solution"))
     planted = text(cells[i]).replace("if my_steps_per_execution is None:\n    ", "")
     assert planted != text(cells[i])
     cells[i] = {**cells[i], "source": planted.splitlines(keepends=True)}
-    assert any("replaced the learner's" in p for p in exercise_b_problems(cells))
+    assert any("replaced the learner's" in p for p in exercise_a_problems(cells))
 
 
-def test_exercise_b_check_asserts_the_levers_effects() -> None:
-    check = exercise_b(notebook_cells())[3]
+def test_exercise_a_check_asserts_the_levers_effects() -> None:
+    check = exercise_a(notebook_cells())[3]
     for what in (
         'run["steps_per_execution"] != chosen',
         'run["platform"]',
         'run["devices"]',
         'run["train_images"] % run["global_batch"]',
+        'run["steps_per_epoch"]',
+        'run["executions_per_epoch"]',
+        'first["executions_per_epoch"]',
         "loss[-1] < loss[0]",
     ):
         assert what in check, what
@@ -200,14 +208,19 @@ def test_the_recipe_takes_a_command_line_override(tmp_path: Path) -> None:
     script.write_text(code)
     env = {
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "XLA_FLAGS": simulated_devices.child_flags(2),
         "COURSE_OFFLINE": "1",
         "CUDA_VISIBLE_DEVICES": "",
     }
     done = fresh_process.run_python(
-        [str(script), "STEPS_PER_EXECUTION=3", "EPOCHS=1"], env=env, timeout_s=900
+        # "-f kernel.json": a notebook kernel's own arguments, which the script must skip
+        [str(script), "-f", "kernel.json", "STEPS_PER_EXECUTION=3", "EPOCHS=1"]
+        + ["STEPS_PER_EPOCH=5"],
+        env=env,
+        timeout_s=900,
     )
     out = fresh_process.result_of(done.stdout)
     assert out["steps_per_execution"] == 3 and out["epochs"] == 1 and len(out["loss"]) == 1, out
     assert (out["devices"], out["platform"], out["global_batch"]) == (2, "cpu", 32), out
-    assert out["train_images"] % out["global_batch"] == 0, out
+    assert out["steps_per_epoch"] == 5 and out["train_images"] == 5 * 32, out
+    assert out["executions_per_epoch"] == [2], out  # ceil(5 / 3), counted by the script's callback
