@@ -72,6 +72,12 @@ def test_the_main_line_ends_with_the_recap_and_the_detours_are_appendices() -> N
     links = [text(c) for c in main if c["cell_type"] == "markdown"]
     assert any("Appendix A" in t and "One device or eight" in t for t in links)
     assert any("Appendix B" in t and "TensorFlow backend vs JAX backend" in t for t in links)
+    assert sections[recap + 3].startswith(
+        "## Appendix C · steps_per_execution in Keras' JAX trainer"
+    )
+    assert any(
+        "Appendix C ·" in t and "steps_per_execution in Keras' JAX trainer" in t for t in links
+    )
 
 
 def test_no_main_line_cell_needs_an_appendix() -> None:

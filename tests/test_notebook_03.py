@@ -22,6 +22,7 @@ APPENDICES = (
     "## Appendix A · One device or all",
     "## Appendix B · XLA's own FLOP count",
     "## Appendix C · A profiler trace",
+    "## Appendix D · DataParallel in Keras' source",
 )
 
 
@@ -60,7 +61,7 @@ def test_the_main_line_ends_with_the_recap_and_the_measurements_are_appendices()
     assert all(h.startswith(a) for h, a in zip(appendices, APPENDICES, strict=True)), sections
     main = cs[: heading(cs, "## Recap")]
     links = [text(c) for c in main if c["cell_type"] == "markdown"]
-    for letter in "ABC":
+    for letter in "ABCD":
         assert any(f"Appendix {letter} ·" in t and len(t.splitlines()) <= 4 for t in links), letter
 
 

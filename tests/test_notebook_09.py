@@ -8,11 +8,13 @@ Framework-free: reads the stored notebook as JSON.
 * Every step up the ladder gets its lever-by-lever line, starting from the verdict.
 * The exercise sits at the end of the main line, with a collapsed solution the stored run applied
   and a self-check whose compared output says the solution changed one lever.
+* Section 5 is the prediction table from one collapsed cell; the host's measurement is printed in
+  Appendix A, and a rung whose host was measured at fewer steps per call than it runs says so.
 """
 
 from __future__ import annotations
 
-from tests.nbcells import NOTEBOOKS, cells, hidden, index, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, index, stdout, text
 
 NB09 = NOTEBOOKS / "09_train_faster.ipynb"
 
@@ -55,3 +57,26 @@ def test_exercise_with_a_tested_self_check_and_an_applied_solution() -> None:
     assert stdout(check[0]).startswith("one lever: yes")
     attempt = [c for c in block if c["cell_type"] == "code" and not hidden(c)]
     assert attempt and "my_spec = None" in text(attempt[0])
+
+
+def test_section_5_is_the_table_and_the_host_measurement_is_in_appendix_a() -> None:
+    cs = cells(NB09)
+    five, six = heading(cs, "## 5. "), heading(cs, "## 6. ")
+    appendix_a, appendix_b = heading(cs, "## Appendix A"), heading(cs, "## Appendix B")
+    code = [c for c in cs[five:six] if c["cell_type"] == "code"]
+    assert len(code) == 1 and hidden(code[0]), "section 5: one collapsed cell, the table"
+    assert "Appendix A" in text(cs[five])
+    printed = [
+        i for i, c in enumerate(cs) if "step(s) per call" in stdout(c) and c["cell_type"] == "code"
+    ]
+    assert printed and all(appendix_a < i < appendix_b for i in printed), printed
+    table = stdout(code[0]).splitlines()
+    short = [
+        line.split(":")[0]
+        for c in cs[:five]
+        for line in stdout(c).splitlines()
+        if ": a pass holds " in line
+    ]
+    for name in short:  # the stored CPU run: rung 5's pass holds fewer steps than it would run
+        row = next(line for line in table if line.startswith(name))
+        assert "(host measured at " in row and " steps/call here)" in row, row
