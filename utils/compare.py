@@ -12,8 +12,11 @@ from a :class:`Verdict` made here, the way MLPerf and pyperf measure and A/B tes
   ratios, the sign-test interval for a median): no normality assumed, no random numbers.
 - **Three verdicts**: *faster* / *slower* only when the whole interval lies beyond ``threshold``
   (5 % by default: faster means "faster by more than 5 %, with the stated confidence"); otherwise
-  *no difference this machine can resolve*. Two runs can then disagree only as "faster" against
-  "no difference", never as "faster" against "slower", unless the machine changed in between.
+  *no difference this machine can resolve* (when the interval lies wholly on one side of 1x but
+  inside the bar, the sentence says "no difference beyond this comparison's 5% bar" and names
+  the side, so that it is not read as "the same speed"). Two runs can then disagree only as
+  "faster" against "no difference", never as "faster" against "slower", unless the machine
+  changed in between.
 - **MFU per round**: when a peak is given, it is measured inside every round (same moment, same
   load as the training), each round's MFU is that round's achieved FLOP/s over that round's
   peak, and the summary is the median. An MFU above 100 % raises :class:`MeasurementError`: it
@@ -132,10 +135,19 @@ class Verdict:
             f"a verdict needs the whole interval above {1.0 + self.threshold:.3f}x "
             f"or below {1.0 / (1.0 + self.threshold):.3f}x"
         )
+        # The interval can lie wholly on one side of 1x yet inside the bar: say so, so that a
+        # learner does not read "no difference" as "the same speed".
+        side = "slower" if self.high < 1.0 else "faster" if self.low > 1.0 else ""
+        though = f", though {side} across the whole interval" if side else ""
         if self.threshold > DEFAULT_THRESHOLD:  # raised on purpose: say so, not "can't resolve"
             return (
-                f"{self.a} vs {self.b}: no difference beyond this comparison's raised bar "
+                f"{self.a} vs {self.b}: no difference beyond this comparison's raised bar{though} "
                 f"({self.interval_text}; {bar})."
+            )
+        if side:
+            return (
+                f"{self.a} vs {self.b}: no difference beyond this comparison's "
+                f"{self.threshold:.0%} bar{though} ({self.interval_text}; {bar})."
             )
         return (
             f"{self.a} vs {self.b}: no difference this machine can resolve "

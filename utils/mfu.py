@@ -41,7 +41,7 @@ class MeasurementError(ValueError):
 
 
 PUBLISHED_PEAK_TFLOPS: dict[str, float] = {
-    "v2": 45.0,
+    "v2": 46.0,
     "v3": 123.0,
     "v4": 275.0,
     "v5e": 197.0,

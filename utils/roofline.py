@@ -191,8 +191,8 @@ PUBLISHED: dict[str, Machine] = {
         "v2",
         716e9,
         128,
-        "45 TFLOP/s bf16 per chip (https://cloud.google.com/tpu/docs/v2); 716 GB/s HBM per "
-        "chip: " + _TPU_INFO,
+        "46 TFLOP/s bf16 (bf16_ops_per_second) and 716 GB/s HBM per chip (Cloud TPU's v2 page "
+        "gives no figures): " + _TPU_INFO,
     ),
 }
 """Published per-chip figures, each with its public source."""
