@@ -577,7 +577,8 @@ def diagnose(pred: StepPrediction, measured_step_s: float) -> str:
     lines = [
         f"measured {sig(measured_step_s * 1e3)} ms vs predicted {sig(pred.step_s * 1e3)} ms "
         f"({err:+.0%}): compute terms {sig(pred.compute_s * 1e3)} ms, memory terms "
-        f"{sig(pred.memory_s * 1e3)} ms, host {sig(pred.host_s * 1e3)} ms",
+        f"{sig(pred.memory_s * 1e3)} ms, host {sig(pred.host_s * 1e3)} ms (a step counts each "
+        "layer's larger term, not both)",
         f"  the measured step implies {sig(implied_flops / 1e9)} GFLOP/s of model math "
         f"({implied_flops / pred.machine.peak_flops:.0%} of the peak the model assumes)",
     ]
