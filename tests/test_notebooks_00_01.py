@@ -181,3 +181,22 @@ def test_00_main_line_leaves_cpu_benchmark_detail_to_the_appendices() -> None:
         assert not used & only_in_appendix, (
             f"main-line cell reads {sorted(used & only_in_appendix)}"
         )
+
+
+def test_00_tpu_matmul_child_runs_and_reports(tmp_path: Path) -> None:
+    """Section 1's TPU measurement runs its JAX script in a fresh process on a TPU runtime; here
+    the same script runs on JAX's CPU backend (small n), so a typo in it fails before a TPU does."""
+    from utils import fresh_process
+
+    cs = cells(NB00)
+    code = next(text(c) for c in cs if "TPU_MATMUL = " in text(c))
+    script = re.search(r'TPU_MATMUL = """(.*?)"""', code, re.S)
+    assert script, "section 1 defines TPU_MATMUL as a script"
+    result = fresh_process.run_python_json(
+        script.group(1).format(n=64, repeats=2),
+        env={"JAX_PLATFORMS": "cpu"},
+        timeout_s=240,
+    )
+    assert set(result) == {"kind", "gflops", "text"} and result["gflops"] > 0
+    assert "GFLOP/s" in result["text"]
+    assert 'rt.accelerator == "tpu"' in code and 'measured["tpu_matmul_bf16"]' in code
