@@ -424,7 +424,7 @@ def verify_shard(path: str, expected_records: int | None = None) -> int:
         raise ShardError(f"Shard {path} is missing. {_remedy(path)}") from err
     except tf.errors.DataLossError as err:
         raise ShardError(
-            f"Shard {path} is damaged after record {count}: {_tf_reason(err)} "
+            f"Shard {path} is damaged after {count} intact records: {_tf_reason(err)} "
             f"(a truncated copy or a corrupted byte). {_remedy(path)}"
         ) from err
     if expected_records is not None and count != expected_records:
