@@ -332,7 +332,7 @@ def _ladder(*steps: tuple[str, str, dict[str, Any]]) -> tuple[PipelineConfig, ..
 
 #: The seed text's techniques, applied one at a time (each row keeps the previous ones).
 LADDER: tuple[PipelineConfig, ...] = _ladder(
-    ("naive", "from_tensor_slices(files), read one file after another, map, batch(128)", {}),
+    ("naive", "from_tensor_slices(files), read one file after another, map, batch", {}),
     ("+ prefetch", "prefetch(tf.data.AUTOTUNE)", {"prefetch": True}),
     ("+ parallel map", "map(num_parallel_calls=AUTOTUNE)", {"parallel_map": True}),
     (
