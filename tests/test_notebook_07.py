@@ -160,3 +160,22 @@ def test_part_1_uses_no_name_defined_only_in_part_2() -> None:
             n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         }
         assert used <= defined, (sorted(used - defined), source[:80])
+
+
+def test_exercise_b_solution_applies_only_over_the_placeholder() -> None:
+    """Exercise B's collapsed solution must not overwrite a learner's own pipeline: it applies only
+    while ``my_pipeline`` still holds the placeholder's one-file-after-another read."""
+    cs = cells(NB07)
+    b = heading(cs, "## Exercise B")
+    block = cs[b:]
+    attempt = [c for c in block if text(c).startswith("def my_pipeline(")]
+    assert len(attempt) == 1 and not hidden(attempt[0])
+    marker = "files.flat_map(read)  # one file after another"
+    assert marker in text(attempt[0]), "the placeholder reads one file after another"
+    solution = [c for c in block if text(c).startswith("# @title Solution")]
+    assert len(solution) == 1 and hidden(solution[0])
+    code = text(solution[0])
+    assert f'"{marker}" in inspect.getsource(my_pipeline)' in code and "if untouched:" in code
+    guard, definition = code.index("if untouched:"), code.index("def my_pipeline(")
+    assert guard < definition, "the definition sits under the guard"
+    assert "Solution applied" in stdout(solution[0]), "the stored run applied it"
