@@ -68,6 +68,22 @@ def parts(cs: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
     return cs[:p1], cs[p1:p2], cs[p2:recap]
 
 
+def exercises_in_their_parts(cs: list[dict]) -> tuple[int, int]:
+    """Check a two-part notebook's order and return the indices of Exercise A and Exercise B:
+    no section before Part 1, Part 1 < Exercise A < Part 2 < Exercise B < Recap, and numbered
+    sections ``## 1.``, ``## 2.``, ... without gaps."""
+    before, _, _ = parts(cs)
+    sections = [text(c).splitlines()[0] for c in before if c["cell_type"] == "markdown" and text(c)]
+    assert not any(s.startswith("## ") for s in sections), sections
+    a, b = heading(cs, "## Exercise A"), heading(cs, "## Exercise B")
+    p1, p2 = heading(cs, "## Part 1 · "), heading(cs, "## Part 2 · ")
+    assert p1 < a < p2 < b < heading(cs, "## Recap")
+    firsts = [text(c).splitlines()[0] for c in cs if c["cell_type"] == "markdown" and text(c)]
+    numbered = [f.split(".")[0] for f in firsts if f.startswith("## ") and f[3].isdigit()]
+    assert numbered == [f"## {n}" for n in range(1, len(numbered) + 1)], numbered
+    return a, b
+
+
 def part_1_names_only_part_2_defines(cs: list[dict]) -> set[str]:
     """Names Part 1's code reads that only Part 2 binds: on a free TPU a learner runs the cells
     before Part 1, then Part 1, never Part 2. Cell magics (a %%save_script script) are not kernel

@@ -17,10 +17,10 @@ import re
 from tests.nbcells import (
     NOTEBOOKS,
     cells,
+    exercises_in_their_parts,
     heading,
     hidden,
     part_1_names_only_part_2_defines,
-    parts,
     stdout,
     text,
 )
@@ -34,16 +34,9 @@ def _code(cs: list[dict]) -> list[dict]:
 
 def test_part_1_first_then_part_2_each_with_its_exercise_before_the_recap() -> None:
     cs = cells(NB04)
-    before, _, _ = parts(cs)
-    assert not any(text(c).startswith("## ") for c in before if c["cell_type"] == "markdown")
-    a, b = heading(cs, "## Exercise A"), heading(cs, "## Exercise B")
-    p1, p2 = heading(cs, "## Part 1 · "), heading(cs, "## Part 2 · ")
-    assert p1 < a < p2 < b < heading(cs, "## Recap")
+    a, b = exercises_in_their_parts(cs)
     assert "on-chip script" in text(cs[a]) and "static batch shape" in text(cs[b])
-    firsts = [text(c).splitlines()[0] for c in cs if c["cell_type"] == "markdown" and text(c)]
-    numbered = [f.split(".")[0] for f in firsts if f.startswith("## ") and f[3].isdigit()]
-    assert numbered == [f"## {n}" for n in range(1, len(numbered) + 1)], numbered
-    assert any(text(c).startswith("%%save_script") for c in cs[p1:a])
+    assert any(text(c).startswith("%%save_script") for c in cs[heading(cs, "## Part 1 · ") : a])
 
 
 def test_part_1_reads_no_name_that_only_part_2_defines() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from tests.nbcells import (
     NOTEBOOKS,
     cells,
+    exercises_in_their_parts,
     heading,
     hidden,
     part_1_names_only_part_2_defines,
@@ -36,17 +37,8 @@ def _code(cs: list[dict]) -> list[dict]:
 
 def test_part_1_first_then_part_2_each_with_its_exercise_before_the_recap() -> None:
     cs = cells(NB05)
-    before, part1, part2 = parts(cs)
-    sections = [text(c).splitlines()[0] for c in before if c["cell_type"] == "markdown"]
-    # nothing but the header before Part 1
-    assert not any(s.startswith("## ") for s in sections), sections
-    a, b = heading(cs, "## Exercise A"), heading(cs, "## Exercise B")
-    p1, p2 = heading(cs, "## Part 1 · "), heading(cs, "## Part 2 · ")
-    assert p1 < a < p2 < b < heading(cs, "## Recap")
+    a, b = exercises_in_their_parts(cs)
     assert "JAX" in text(cs[a]) and "tf.distribute" in text(cs[b])
-    firsts = [text(c).splitlines()[0] for c in cs if c["cell_type"] == "markdown" and text(c)]
-    numbered = [f.split(".")[0] for f in firsts if f.startswith("## ") and f[3].isdigit()]
-    assert numbered == [f"## {n}" for n in range(1, len(numbered) + 1)], numbered
 
 
 def test_part_1_reads_no_name_that_only_part_2_defines() -> None:
