@@ -49,6 +49,13 @@ def test_all_processes_succeed_and_see_their_rank():
     _assert_all_gone(result.pids)
 
 
+def test_a_single_process_job_is_reported_in_the_singular():
+    result = launch(["-c", "pass"], 1, timeout_s=60)
+    assert result.ok, result.summary()
+    assert result.reason == "the one process exited 0"
+    _assert_all_gone(result.pids)
+
+
 def test_worker_crashing_at_import_ends_the_job_and_shows_its_log():
     commands = [
         ["-c", "import time; time.sleep(60)"],

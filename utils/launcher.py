@@ -345,7 +345,7 @@ class _Job:
             if failed:
                 self.fail(_failure_reason(failed, now - self.t0, still_running=len(self.ended) < n))
             if not self.reason and len(self.ended) == n:
-                self.reason = f"all {n} processes exited 0"
+                self.reason = f"all {n} processes exited 0" if n > 1 else "the one process exited 0"
             elif not self.reason and now >= self.t0 + timeout_s:
                 waiting = [r for r in range(n) if r not in self.ended]
                 self.fail(
