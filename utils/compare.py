@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from utils.bench import Timing
 from utils.mfu import MeasurementError
+from utils.mfu import mfu as mfu_ratio
 
 __all__ = [
     "Comparison",
@@ -192,32 +193,35 @@ class Comparison:
         """(low, high) work per second at the third and first quartile of the round times."""
         return self.timing(name).rate_spread(self._variant(name).work)
 
-    def mfu_per_round(self, name: str) -> tuple[float, ...]:
-        """Each round's achieved FLOP/s over the best peak of the rounds (fractions, unchecked)."""
+    def _flops_and_peak(self, name: str) -> tuple[float, float]:
+        """``name``'s FLOPs per call and the best of the rounds' peaks it divides by."""
         v = self._variant(name)
         if v.flops is None or v.peak is None:
             raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
-        return tuple(v.flops / s / self.peak(v.peak) for s in self.seconds[name])
+        return v.flops, self.peak(v.peak)
+
+    def mfu_per_round(self, name: str) -> tuple[float, ...]:
+        """Each round's achieved FLOP/s over the best peak of the rounds (fractions, unchecked)."""
+        flops, peak = self._flops_and_peak(name)
+        return tuple(flops / s / peak for s in self.seconds[name])
 
     def mfu(self, name: str) -> float:
         """The median round's achieved FLOP/s over the best peak of the rounds, checked.
 
         A busy moment can slow a round's training or its short peak measurement, never speed
         either up; so the best peak is the ceiling, and an MFU above 100 % means the peak is not
-        a ceiling for this work (:class:`MeasurementError`).
+        a ceiling for this work (:class:`MeasurementError`, from :func:`utils.mfu.mfu`).
         """
-        v = self._variant(name)
-        if v.flops is None or v.peak is None:
-            raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
-        value = v.flops / self.timing(name).median / self.peak(v.peak)
-        if value > 1.0:
+        flops, peak = self._flops_and_peak(name)
+        try:
+            return mfu_ratio(flops, self.timing(name).median, peak)
+        except MeasurementError as error:
+            key = self._variant(name).peak
+            rounds = ", ".join(f"{p / 1e9:.3g}" for p in self.peaks[key])
             raise MeasurementError(
-                f"{name}: MFU {value:.0%} against the best of the rounds' {v.peak!r} peaks "
-                f"({', '.join(f'{p / 1e9:.3g}' for p in self.peaks[v.peak])} GFLOP/s). A peak "
-                "that training beats is not a ceiling: measure it at the training's dtype, "
-                "through the same framework and compile path (utils.mfu.measured_peak)."
-            )
-        return value
+                f"{name}: {error} (the rounds' {key!r} peaks: {rounds} GFLOP/s; "
+                "the best is the ceiling)"
+            ) from None
 
     def peak(self, key: str) -> float:
         """The best of the rounds' measurements of peak ``key`` (FLOP/s): the ceiling MFU uses."""
