@@ -23,9 +23,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Tests and stored outputs use the offline CIFAR-10 stand-in: CI has no network, and tests may
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
-test test-unit test-notebooks refresh load-drill: export COURSE_OFFLINE = 1
+test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice report set-repo-url sync-setup set-ref clean load-drill
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref clean
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -34,11 +34,9 @@ help:
 	@echo "make test-platforms  every notebook under Colab's and Kaggle's TPU image versions (about an hour;"
 	@echo "              PLATFORMS=colab or NB=04 for fewer); writes results/platform-matrix.md"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
-	@echo "make load-drill  unit tests with a CPU hog beside them (HOGS=4; DRILL_NB=08 adds nbval of one notebook)"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    the training ladder on Keras + JAX (verdict per rung), then the TF benchmarks (Cloud TPU VMs)"
 	@echo "make twice NB=09  run a notebook twice (second time beside a CPU hog); fail on opposite verdicts"
-	@echo "make report   merge build/results and results/ from several machines into build/report.md"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
 	@echo "make set-ref REF=v1.0  set COURSE_REF (the course code a notebook fetches on Colab/Kaggle), then sync-setup"
@@ -73,7 +71,7 @@ $(STAMP): requirements.txt | check-venv
 	@echo "Environment ready in $(VENV) (kernel '$(KERNEL)')."
 
 run: $(STAMP)
-	$(BIN)/python -m utils.tools.run_course --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
+	$(BIN)/python -m tests.tools.course run --kernel $(KERNEL) --timeout $(TIMEOUT) $(if $(NB),--only $(NB)) -- $(PARAMS)
 
 # TensorFlow and torch_xla cannot share one process (importing torch_xla after TensorFlow aborts
 # with an LLVM "option registered more than once" error), so the torch_xla tests run apart.
@@ -129,7 +127,7 @@ endif
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
 # tensorflow-cpu 2.20, torch_xla 2.8): tests/platforms/<platform>-tpu-constraints.txt. Each
 # notebook gets only the installs its own set-up cell would make on that TPU image
-# (utils/tools/platform_matrix.py replays them); the verdicts go to results/platform-matrix.md.
+# (tests/tools/platforms.py replays them); the verdicts go to results/platform-matrix.md.
 # Not part of `make test` (about an hour); needs the network the first time (pip, PyPI only).
 # PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it; LOCK=/tmp/course-heavy.lock takes
 # that flock around each notebook (a shared machine).
@@ -160,17 +158,8 @@ test-platforms: export COURSE_OFFLINE = 1
 test-platforms:
 	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory platform-venv PLATFORM=$$p || exit 1; done
 	@for p in $(PLATFORMS); do COURSE_PLATFORM=$$p build/venv-$$p/bin/python -m pytest -q -p no:cacheprovider tests/platforms || exit 1; done
-	$(PYTHON) -m utils.tools.platform_matrix --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
+	$(PYTHON) -m tests.tools.platforms --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
 	    $(if $(NB),--only $(NB)) $(if $(LOCK),--lock $(LOCK)) --out results/platform-matrix.md
-
-# Maintainers: the unit tests with HOGS busy processes beside them (and nbval of DRILL_NB, if
-# set), bounded by DRILL_TIMEOUT seconds; the hogs are stopped however it ends. On the shared
-# machine: flock /tmp/course-heavy.lock make load-drill
-HOGS          ?= 4
-DRILL_NB      ?=
-DRILL_TIMEOUT ?= 1800
-load-drill: $(STAMP)
-	$(BIN)/python -m utils.tools.load_drill --hogs $(HOGS) --timeout $(DRILL_TIMEOUT) $(if $(DRILL_NB),--nb $(DRILL_NB))
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks
@@ -181,7 +170,7 @@ format: $(STAMP)
 	$(BIN)/ruff format utils tests
 
 refresh: $(STAMP)
-	$(BIN)/python -m utils.tools.nbtools refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
+	$(BIN)/python -m tests.tools.course refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
 
 # The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved
 # rounds; then the TensorFlow benchmarks, for Cloud TPU VMs with a TF image (and this CPU).
@@ -195,22 +184,19 @@ bench: $(STAMP)
 # on opposite verdicts. Heavy: on a shared machine, prefix it with the course's lock.
 twice: $(STAMP)
 	@test -n "$(NB)" || (echo "usage: make twice NB=09" && exit 2)
-	COURSE_OFFLINE=1 $(BIN)/python -m utils.tools.twice $(NB) --kernel $(KERNEL)
-
-report: $(STAMP)
-	$(BIN)/python -m utils.tools.report build/results results --out build/report.md
+	COURSE_OFFLINE=1 $(BIN)/python -m tests.tools.twice $(NB) --kernel $(KERNEL)
 
 set-repo-url: $(STAMP)
 	@test -n "$(REPO)" || (echo "usage: make set-repo-url REPO=owner/name" && exit 2)
-	$(BIN)/python -m utils.tools.nbtools set-repo --repo $(REPO)
+	$(BIN)/python -m tests.tools.course set-repo --repo $(REPO)
 
 # The set-up cell: CONTRIBUTING.md holds it; these rewrite every notebook's copy (no kernel needed).
 sync-setup:
-	$(PYTHON) -m utils.tools.nbtools sync-setup
+	$(PYTHON) -m tests.tools.course sync-setup
 
 set-ref:
 	@test -n "$(REF)" || (echo "usage: make set-ref REF=<tag or commit the notebooks fetch>" && exit 2)
-	$(PYTHON) -m utils.tools.nbtools sync-setup --ref $(REF)
+	$(PYTHON) -m tests.tools.course sync-setup --ref $(REF)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

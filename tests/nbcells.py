@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from utils.tools.nbtools import is_collapsed
-
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 __all__ = ["NOTEBOOKS", "cells", "heading", "hidden", "index", "stdout", "text"]
@@ -29,7 +27,67 @@ def stdout(cell: dict) -> str:
     )
 
 
-hidden = is_collapsed  # a check, a solution, the set-up: collapsed in Colab and Jupyter
+def hidden(cell: dict) -> bool:
+    """Collapsed in Jupyter (source hidden): harness, not what a learner copies."""
+    return cell.get("metadata", {}).get("jupyter", {}).get("source_hidden") is True
+
+
+is_collapsed = hidden
+
+
+def _code_only(source: str) -> str:
+    """``source`` without the lines a notebook gives to IPython (``%`` magics, ``!`` shell)."""
+    return "\n".join(s for s in source.splitlines() if not s.lstrip().startswith(("%", "!")))
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def script_ast(source: str) -> str:
+    """``ast.dump`` of a whole script, docstrings and comments left out."""
+    return ast.dump(_without_docstrings(ast.parse(_code_only(source))))
+
+
+def function_ast(source: str, name: str) -> str:
+    """``ast.dump`` of the top-level function ``name`` in ``source`` (LookupError if none)."""
+    for node in ast.parse(_code_only(source)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return ast.dump(_without_docstrings(node))
+    raise LookupError(f"no top-level function {name!r}")
+
+
+def saved_script(notebook: Path, name: str) -> list[dict]:
+    """The code cells of ``notebook`` whose first line is ``%%save_script name``."""
+    return [
+        c
+        for c in cells(notebook)
+        if c["cell_type"] == "code" and text(c).split("\n", 1)[0].split() == ["%%save_script", name]
+    ]
+
+
+def shown_function(notebook: Path, name: str) -> list[dict]:
+    """The code cells of ``notebook`` (cell magics skipped) that define ``name`` at top level."""
+    found = []
+    for cell in cells(notebook):
+        if cell["cell_type"] != "code" or text(cell).startswith("%%"):
+            continue
+        try:
+            function_ast(text(cell), name)
+        except LookupError:
+            continue
+        found.append(cell)
+    return found
 
 
 def index(cs: list[dict], predicate: Callable[[dict], bool]) -> int:

@@ -19,7 +19,7 @@ def _modules(folder: Path, package: str) -> list[str]:
     return sorted(f"{package}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__")
 
 
-CORE = _modules(ROOT / "utils", "utils") + _modules(ROOT / "utils" / "tools", "utils.tools")
+CORE = _modules(ROOT / "utils", "utils")
 
 
 def _loaded_after_import(module: str) -> list[str]:
@@ -35,7 +35,7 @@ def _loaded_after_import(module: str) -> list[str]:
 
 
 def test_core_list_is_complete() -> None:
-    assert {"utils.runtime", "utils.tpu_address", "utils.tools.run_course"} <= set(CORE)
+    assert {"utils.runtime", "utils.bootstrap", "utils.results"} <= set(CORE)
     assert not any(m.startswith(("utils.tf.", "utils.torch.")) for m in CORE)
 
 

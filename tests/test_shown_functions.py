@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from utils import ROOT
-from utils.tools.nbtools import function_ast, saved_script, script_ast, shown_function
+from tests.nbcells import function_ast, saved_script, script_ast, shown_function
 
 # (notebook, function, the utils module that holds the original)
 SHOWN = [

@@ -23,8 +23,7 @@ and imports each core module in a fresh interpreter):
 Stacks (importing loads the framework): ``utils.tf`` (TensorFlow), ``utils.keras`` (Keras 3, any
 backend), ``utils.torch`` (PyTorch and torch_xla), ``utils.jax`` (JAX).
 
-Maintainer tools, never imported by notebooks: ``utils.tools`` (``run_course``, ``report``,
-``nbtools``, ``load_drill``, ``platform_matrix``, ``twice``).
+Maintainer tools (``make run``, ``refresh``, ``twice``, ``test-platforms``) live in ``tests/tools``.
 """
 
 from __future__ import annotations

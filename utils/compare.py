@@ -272,7 +272,7 @@ class Comparison:
 
         ``verdict_<a>_vs_<b>``: +1 faster, 0 no difference, -1 slower (:data:`VERDICT_UNIT`);
         ``ratio_...``, ``ratio_low_...``, ``ratio_high_...``: the median ratio and its interval.
-        ``python -m utils.tools.twice`` compares these keys between two runs.
+        ``python -m tests.tools.twice`` compares these keys between two runs.
         """
         out: dict[str, tuple[float, str]] = {}
         for a, b in pairs:

@@ -1,4 +1,4 @@
-"""utils.tools.platform_matrix: verdicts from executed notebooks, the set-up replay, the table."""
+"""tests.tools.platforms: verdicts from executed notebooks, the set-up replay, the table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from tests.tools import platforms as pm
 from utils import fresh_process
-from utils.tools import platform_matrix as pm
 
 
 def _code(source: str, outputs=(), status: str | None = None) -> dict:

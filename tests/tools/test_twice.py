@@ -1,4 +1,4 @@
-"""utils.tools.twice: the comparison logic (no notebook is run here)."""
+"""tests.tools.twice: the comparison logic (no notebook is run here)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
+from tests.tools import twice
 from utils.compare import Comparison, Variant
-from utils.tools import load_drill, twice
 
 
 def _comparison(a_seconds, b_seconds) -> Comparison:
@@ -76,15 +76,15 @@ def test_report_covers_recorded_and_printed() -> None:
 
 
 def test_hog_processes_end_with_stop() -> None:
-    hogs = load_drill.start_hogs(2)
+    hogs = twice.start_hogs(2)
     try:
         assert all(p.poll() is None for p in hogs)
     finally:
-        load_drill.stop_hogs(hogs)
+        twice.stop_hogs(hogs)
     assert all(p.returncode is not None for p in hogs)
     with pytest.raises(subprocess.TimeoutExpired):  # sanity: a live process does not end itself
-        live = load_drill.start_hogs(1)
+        live = twice.start_hogs(1)
         try:
             live[0].wait(timeout=0.1)
         finally:
-            load_drill.stop_hogs(live)
+            twice.stop_hogs(live)

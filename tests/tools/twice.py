@@ -1,6 +1,6 @@
 """Run a notebook twice, the second time beside a CPU hog, and check its verdicts agree.
 
-``python -m utils.tools.twice 09 [--hog 2]`` (``make twice NB=09``) executes the notebook with
+``python -m tests.tools.twice 09 [--hog 2]`` (``make twice NB=09``) executes the notebook with
 papermill into ``build/twice/run1`` and then ``build/twice/run2`` (each with its own results
 folder), the second run with ``--hog`` busy-looping processes beside it (in their own session,
 killed when the run ends, however it ends). It then compares
@@ -28,8 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils import ROOT
-from utils.tools.load_drill import start_hogs, stop_hogs
+from utils import ROOT, fresh_process
 
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
 _CODES = {1: FASTER, 0: NO_DIFFERENCE, -1: SLOWER}
@@ -126,6 +125,16 @@ def missing(first: Mapping[str, str], second: Mapping[str, str]) -> list[str]:
 def agree(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
     """No opposite verdicts (faster vs slower) among the keys both runs share."""
     return not any(d.opposite for d in differences(first, second))
+
+
+def start_hogs(count: int) -> list:
+    """``count`` busy loops (one core each), each in a process group of its own."""
+    return [fresh_process.spawn([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def stop_hogs(hogs: Sequence) -> None:
+    for hog in hogs:
+        fresh_process.stop(hog)
 
 
 def run_notebook(path: Path, out_dir: Path, kernel: str, hog: int = 0) -> tuple[dict, dict]:

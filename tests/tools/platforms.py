@@ -1,6 +1,6 @@
 """The platform matrix: every notebook under Colab's and Kaggle's TPU image versions, on this CPU.
 
-``make test-platforms`` (``python -m utils.tools.platform_matrix``) runs, for each platform and
+``make test-platforms`` (``python -m tests.tools.platforms``) runs, for each platform and
 notebook:
 
 1. **The set-up cell as that TPU image would run it.** The notebook's set-up cell is executed in
@@ -327,7 +327,7 @@ def markdown(
         "",
         f"Run {when:%Y-%m-%d %H:%M} UTC on notebooks and `utils` at commit {commit or _commit()}, "
         "with "
-        "`make test-platforms` (`utils/tools/platform_matrix.py`): each notebook top to bottom "
+        "`make test-platforms` (`tests/tools/platforms.py`): each notebook top to bottom "
         "(papermill, offline data) on a CPU, in a venv holding the image's package versions, "
         "after only the installs the notebook's own set-up cell makes on that TPU image. A TPU "
         "cannot be emulated here: the cells gated with `bootstrap.tf_runs_here` (TensorFlow on "
@@ -373,7 +373,7 @@ def markdown(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.tools.platform_matrix",
+    parser = argparse.ArgumentParser(prog="python -m tests.tools.platforms",
                                      description=__doc__.splitlines()[0])  # fmt: skip
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS), choices=PLATFORMS)
     parser.add_argument("--only", nargs="+", help="notebook numbers or prefixes, run in this order")
