@@ -70,12 +70,15 @@ SHOWN_VERSIONS = ("jax", "keras", "numpy", "protobuf", "tensorflow-cpu", "torch"
                   "grain")  # fmt: skip
 GATE = re.compile(r"tf_runs_here\((?![^)]*host_only=True)")
 
-# Run inside the platform venv: the notebook's set-up cell with the TPU image's environment and
+# Run inside the platform venv: the notebook's parameters and its bootstrap.prepare(...) call, with the TPU image's environment and
 # a pip that only records. Prints one JSON line: {"pip": [[args...], ...], "error": str|None}.
 _REPLAY = r"""
 import json, os, subprocess, sys
 nb = json.load(open(sys.argv[1], encoding="utf-8"))
-source = "".join(next(c for c in nb["cells"] if c["cell_type"] == "code")["source"])
+cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+params = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
+call = next(l for c in cells for l in c["source"] if l.startswith("rt = bootstrap.prepare("))
+source = "from utils import bootstrap\n" + params + "\n" + call
 os.environ.update(json.loads(sys.argv[2]))
 calls = []
 def record(command, **kwargs):
