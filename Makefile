@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref clean
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -40,6 +40,7 @@ help:
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
 	@echo "make set-ref REF=v1.0  set COURSE_REF (the course code a notebook fetches on Colab/Kaggle), then sync-setup"
+	@echo "make status   rewrite README's status table from results/ (run times, platform matrix)"
 	@echo "make clean    remove build/ and caches (keeps .venv; 'make distclean' removes it too)"
 
 setup: $(STAMP)
@@ -197,6 +198,10 @@ sync-setup:
 set-ref:
 	@test -n "$(REF)" || (echo "usage: make set-ref REF=<tag or commit the notebooks fetch>" && exit 2)
 	$(PYTHON) -m tests.tools.course sync-setup --ref $(REF)
+
+# README's status table, from results/run-times.json (make refresh) and results/platform-matrix.json.
+status:
+	$(PYTHON) -m tests.tools.course status
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

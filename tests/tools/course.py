@@ -8,6 +8,8 @@
   cell CONTRIBUTING.md shows, character for character (``make set-ref REF=...``).
 * ``set-repo --repo owner/name`` / ``check-repo``: the course's GitHub repository, everywhere it
   is named (``make set-repo-url``).
+* ``status``: README's status table, generated from ``results/run-times.json`` (``refresh``
+  writes it) and ``results/platform-matrix.json`` (``make test-platforms`` writes it).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ REPO_MENTION = re.compile(
 )
 COURSE_REPO = re.compile(r'COURSE_REPO = "([^"]+)"')
 SETUP_REF = re.compile(r'^COURSE_REF = "([^"]*)"', re.MULTILINE)
+RUN_TIMES = ROOT / "results" / "run-times.json"
+MATRIX = ROOT / "results" / "platform-matrix.json"
+STATUS_START, STATUS_END = (
+    "<!-- status: `make status` writes this table -->",
+    "<!-- end of status -->",
+)
 REF_PATTERN = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
 
@@ -181,8 +189,52 @@ def refresh(notebooks: Sequence[Path], kernel: str, timeout: float = 0) -> int:
         nb["metadata"]["kernelspec"] = original["metadata"].get("kernelspec", {})
         write_notebook(path, nb)
         copy.unlink()
-        print(f"{path.stem}: refreshed in {time.perf_counter() - start:.0f} s", flush=True)
+        seconds = time.perf_counter() - start
+        _record_run_time(path.stem, seconds)
+        print(f"{path.stem}: refreshed in {seconds:.0f} s", flush=True)
     return failed
+
+
+def _record_run_time(notebook: str, seconds: float) -> None:
+    times = json.loads(RUN_TIMES.read_text("utf-8")) if RUN_TIMES.exists() else {"seconds": {}}
+    times["seconds"][notebook] = round(seconds)
+    times["date"] = time.strftime("%Y-%m-%d", time.gmtime())
+    write_text_atomic(RUN_TIMES, json.dumps(times, indent=1, sort_keys=True) + "\n")
+
+
+def status_table() -> str:
+    """One row per notebook: its CPU run time and the platform matrix's verdicts."""
+    times = json.loads(RUN_TIMES.read_text("utf-8"))
+    matrix = json.loads(MATRIX.read_text("utf-8"))
+    platforms = matrix["platforms"].values()
+    lines = [
+        f"| notebook | 2-core CPU, {times['date']} | "
+        + " | ".join(f"{p['title']} versions, {matrix['date']}" for p in platforms)
+        + " | a real TPU |",
+        "|---|---|" + "---|" * (len(platforms) + 1),
+    ]
+    for path in find_notebooks():
+        row = [f"{max(1, round(times['seconds'].get(path.stem, 0) / 60))} min"]
+        for p in platforms:
+            r = p["notebooks"].get(path.stem)
+            gated = f" ({r['gated']} cell skipped: TF on the TPU)" if r and r["gated"] else ""
+            row.append("not run" if r is None else ("runs" if r["ok"] else r["verdict"]) + gated)
+        tpu_run = ROOT / "results" / "tpu" / f"{path.stem}.json"
+        row.append("runs" if tpu_run.exists() else "not run yet")
+        lines.append(f"| {path.stem[:2]} | " + " | ".join(row) + " |")
+    versions = "; ".join(f"{p['title']}: {p['versions']}" for p in platforms)
+    note = f"Platform matrix at commit {matrix['commit']}, package versions {versions}."
+    return "\n".join([STATUS_START, *lines, "", note, STATUS_END])
+
+
+def write_status(readme: Path | None = None) -> bool:
+    """Rewrite README's status block; True when it changed."""
+    readme = readme or ROOT / "README.md"
+    text = readme.read_text("utf-8")
+    start, end = text.index(STATUS_START), text.index(STATUS_END) + len(STATUS_END)
+    new = text[:start] + status_table() + text[end:]
+    readme.write_text(new, encoding="utf-8")
+    return new != text
 
 
 def setup_block() -> str:
@@ -280,6 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("set-repo").add_argument("--repo", required=True)
     sub.add_parser("check-setup")
     sub.add_parser("check-repo")
+    sub.add_parser("status")
     return parser
 
 
@@ -296,6 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("sync-setup", "set-repo"):
             changed = sync_setup(args.ref) if args.command == "sync-setup" else set_repo(args.repo)
             print("\n".join(f"rewrote {p.relative_to(ROOT)}" for p in changed) or "no change")
+            return 0
+        if args.command == "status":
+            print("README.md: status table", "rewritten" if write_status() else "unchanged")
             return 0
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -70,8 +70,8 @@ SHOWN_VERSIONS = ("jax", "keras", "numpy", "protobuf", "tensorflow-cpu", "torch"
                   "grain")  # fmt: skip
 GATE = re.compile(r"tf_runs_here\((?![^)]*host_only=True)")
 
-# Run inside the platform venv: the notebook's parameters and its bootstrap.prepare(...) call, with the TPU image's environment and
-# a pip that only records. Prints one JSON line: {"pip": [[args...], ...], "error": str|None}.
+# Run inside the platform venv: the notebook's parameters and its bootstrap.prepare(...) call,
+# with the TPU image's environment and a pip that only records; prints one JSON line.
 _REPLAY = r"""
 import json, os, subprocess, sys
 nb = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -375,6 +375,29 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def matrix_json(results: Sequence[Result], when: datetime.datetime, commit: str) -> str:
+    """What README's status table reads (``python -m tests.tools.course status``)."""
+    doc: dict = {"date": f"{when:%Y-%m-%d}", "commit": commit.split()[0], "platforms": {}}
+    for r in results:
+        info = PLATFORMS[r.platform]
+        if r.platform not in doc["platforms"]:
+            shown = (
+                _versions(r.platform, SHOWN_VERSIONS) if venv_python(r.platform).exists() else {}
+            )
+            listed = ", ".join(f"{n} {v}" for n, v in shown.items() if v)
+            doc["platforms"][r.platform] = {
+                "title": info["title"],
+                "versions": f"Python {info['python']}; {listed}",
+                "notebooks": {},
+            }
+        doc["platforms"][r.platform]["notebooks"][r.notebook] = {
+            "ok": r.ok,
+            "verdict": r.verdict,
+            "gated": r.gated,
+        }
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.tools.platforms",
                                      description=__doc__.splitlines()[0])  # fmt: skip
@@ -402,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) -> str:  # after every run: a cut-short run still leaves a table
         text = markdown(results, time.perf_counter() - start, when, planned, commit, args.platforms)
         args.out.write_text(text, encoding="utf-8")
+        args.out.with_suffix(".json").write_text(matrix_json(results, when, commit), "utf-8")
         return text
 
     results = run(args.platforms, notebooks, args.timeout, args.lock, on_result=write)

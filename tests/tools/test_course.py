@@ -129,6 +129,23 @@ def test_set_repo_rewrites_every_file_and_rejects_bad_names(tmp_path, monkeypatc
     assert course.main(["check-repo"]) == 0
 
 
+def test_readme_status_table_is_generated_from_results() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    start = readme.index(course.STATUS_START)
+    end = readme.index(course.STATUS_END) + len(course.STATUS_END)
+    assert readme[start:end] == course.status_table(), "run `make status`"
+
+
+def test_refresh_records_its_run_time(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(course, "RUN_TIMES", tmp_path / "run-times.json")
+    course._record_run_time("05_x", 61.4)
+    course._record_run_time("06_y", 2.0)
+    assert json.loads((tmp_path / "run-times.json").read_text())["seconds"] == {
+        "05_x": 61,
+        "06_y": 2,
+    }
+
+
 # ------------------------------------------------------------------------- the set-up cell
 def test_every_notebook_starts_with_contributings_set_up_cell() -> None:
     block = course.setup_block()
