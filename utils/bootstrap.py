@@ -47,10 +47,9 @@ TENSORFLOW_TPU_VERSION = "2.20.0"  # newest tensorflow-tpu on PyPI; it trails te
 TF_TPU_RISK = (
     "Installing tensorflow-tpu puts TensorFlow's TPU runtime next to this image's libtpu; "
     'Colab\'s maintainers warn it "may break functionality in the other frameworks" '
-    "(googlecolab/colabtools#5174), and the recipe has broken before (#5209, #5419). It also asks "
-    "for libtpu~=0.0.14, which pip resolves to 0.0.52 today: the pairing Kaggle dropped "
-    "tensorflow-tpu over (TensorFlow stops finding the TPUs), so it is not known to work. Restart "
-    "the runtime before using JAX or torch_xla again."
+    "(googlecolab/colabtools#5174). It asks for libtpu~=0.0.14, which Colab's libtpu 0.0.21.1 "
+    "satisfies, so pip keeps it: a pairing no one has published as working. Restart the runtime "
+    "before using JAX or torch_xla again."
 )
 TORCH_XLA_VERSION = "2.9.0"  # its binary needs exactly the same torch version
 # Host-side TensorFlow (tf.data, TFRecords) for a TPU runtime that ships none (Colab), installed
