@@ -93,18 +93,13 @@ def collapse_tag(cell: dict) -> str | None:
     return "hide-cell" if source and outputs else "hide-input" if source else "hide-output"
 
 
-def launch_cell(repo: str, notebook: str) -> dict:
-    """A markdown cell with the two launch buttons (sphinx-design's button classes)."""
+def launch_buttons(repo: str, notebook: str) -> str:
+    """The two launch buttons as HTML (sphinx-design's button classes), a paragraph of their own."""
     links = " ".join(
         f'<a class="{BUTTON}" href="{url}">Open in {name}</a>'
         for name, url in launch_urls(repo, notebook).items()
     )
-    return {
-        "cell_type": "markdown",
-        "id": "course-launch",
-        "metadata": {},
-        "source": [f"<p>{links}</p>\n"],
-    }
+    return f"<p>{links}</p>"
 
 
 def book_markdown(source: str) -> str:
@@ -130,8 +125,10 @@ def book_notebook(path: Path, repo: str) -> dict:
         if tag:
             tags = cell.setdefault("metadata", {}).setdefault("tags", [])
             tags.append(tag) if tag not in tags else None
-    title = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
-    nb["cells"].insert(title + 1, launch_cell(repo, path.name))
+    title = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    buttons = launch_buttons(repo, path.name)
+    heading = re.compile(r"^# .+$", re.MULTILINE)
+    title["source"] = heading.sub(lambda m: f"{m.group(0)}\n\n{buttons}\n", title["source"], 1)
     return nb
 
 
@@ -187,6 +184,7 @@ def config(repo: str) -> dict:
             "extra_extensions": ["kaggle_button"],  # tests/book/kaggle_button.py
             "config": {
                 "myst_heading_anchors": 3,
+                "nb_merge_streams": True,  # one block per cell's stdout, as in Jupyter
                 "html_show_copyright": False,
                 "html_context": {"default_mode": "auto"},  # else "invalid theme mode" in console
             },
