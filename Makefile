@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean
+.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean book test-book
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -41,6 +41,8 @@ help:
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
 	@echo "make set-ref REF=v1.0  set COURSE_REF (the course code a notebook fetches on Colab/Kaggle), then sync-setup"
 	@echo "make status   rewrite README's status table from results/ (run times, platform matrix)"
+	@echo "make book     the course as a website in build/book/html from the stored notebooks (no execution)"
+	@echo "make test-book  build it, then open every page in headless Chromium (also the end of make test)"
 	@echo "make clean    remove build/ and caches (keeps .venv; 'make distclean' removes it too)"
 
 setup: $(STAMP)
@@ -78,7 +80,7 @@ run: $(STAMP)
 # with an LLVM "option registered more than once" error), so the torch_xla tests run apart.
 XLA_TESTS := tests/torch
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(XLA_TESTS))
+	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(XLA_TESTS) $(BOOK_TESTS))
 	$(if $(XLA_TESTS),$(BIN)/python -m pytest $(XLA_TESTS))
 
 # All notebooks: two nbval shards side by side, of about equal run time (shard b is every notebook
@@ -117,12 +119,32 @@ test: $(STAMP)
 	@echo "two lanes side by side: [a] $(UNIT_A) then nbval $(notdir $(NB_A)); [b] the other unit tests, $(XLA_TESTS), then nbval $(notdir $(NB_B))"
 	@bash -c 'set -o pipefail; s=$$(date +%s); \
 	  ( { $(PYTEST) $(UNIT_A) && $(NBVAL) -v $(NB_A); } 2>&1 | sed -u "s/^/[a] /") & a=$$!; \
-	  ( { $(PYTEST) tests $(addprefix --ignore=,$(UNIT_A) $(XLA_TESTS)) && $(PYTEST) $(XLA_TESTS) \
-	      && $(NBVAL) -v $(NB_B); } 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
+	  ( { $(PYTEST) tests $(addprefix --ignore=,$(UNIT_A) $(XLA_TESTS) $(BOOK_TESTS)) && $(PYTEST) $(XLA_TESTS) \
+	      && $(NBVAL) -v $(NB_B) && $(MAKE) --no-print-directory test-book; } 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
 	  ra=0; wait $$a || ra=$$?; rb=0; wait $$b || rb=$$?; \
 	  echo "make test: lane a exited $$ra, lane b exited $$rb, $$(( $$(date +%s) - s )) s"; \
 	  [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
 endif
+
+# The course as a book (issue 38): a static site in build/book/html from the stored notebooks
+# (nothing is executed), built by Jupyter Book in a venv of its own (requirements-book.txt), so
+# the learner's .venv does not grow. test-book (the end of make test's lane b) opens every page
+# in headless Chromium (Debian's package: apt-get install chromium); screenshots: build/book-shots.
+BOOK_VENV  := build/venv-book
+BOOK_STAMP := $(BOOK_VENV)/.installed-$(shell cksum requirements-book.txt 2>/dev/null | cut -d' ' -f1)
+BOOK_TESTS := tests/book
+
+$(BOOK_STAMP): requirements-book.txt
+	@test -x $(BOOK_VENV)/bin/python || $(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_VENV)/bin/python -m pip install -q -r requirements-book.txt
+	@rm -f $(BOOK_VENV)/.installed-*
+	@touch $@
+
+book: $(BOOK_STAMP)
+	$(BOOK_VENV)/bin/python tests/book/build_book.py
+
+test-book: book
+	$(BOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider $(BOOK_TESTS)
 
 # Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
