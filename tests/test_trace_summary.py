@@ -45,7 +45,6 @@ def test_top_ops_sums_and_sorts(tmp_path: Path) -> None:
         ("fusion.2", 1, 20.0),
     ]
     assert stats[0].share == pytest.approx(0.6)
-    assert stats[0].mean_us == 30.0
     assert sum(s.share for s in stats) == pytest.approx(1.0)
     assert path.exists()
 
@@ -66,10 +65,6 @@ def test_load_events_plain_list_and_json(tmp_path: Path) -> None:
     plain.write_text(json.dumps(EVENTS), encoding="utf-8")
     assert len(ts.load_events(plain)) == len(EVENTS)
     assert ts.find_trace_file(tmp_path) == plain
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"traceEvents": 3}), encoding="utf-8")
-    with pytest.raises(ValueError, match="expected a list"):
-        ts.load_events(bad)
 
 
 def test_find_trace_file_prefers_perfetto_and_explains_absence(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""utils.torch.launch: fresh-process plumbing, debug-output parsing, trace summaries, and SPMD
+"""utils.torch.launch: fresh-process plumbing, debug-output parsing, and SPMD
 on simulated CPU devices (each in a fresh process: SPMD and CPU_NUM_DEVICES are per process)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torch_xla")
 
-from utils.fresh_process import FreshProcessError  # noqa: E402
+from utils.fresh_process import FreshProcessError, result_of  # noqa: E402
 from utils.torch import launch  # noqa: E402
 
 SPMD_SCRIPT = """
@@ -22,12 +22,11 @@ import torch_xla.distributed.parallel_loader as pl
 import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 from torch.utils.data import DataLoader, TensorDataset, default_collate
-from utils.torch import xla
 from utils.torch.models import SeedCNN, images_to_float
 
 spmd = sys.argv[1] == "spmd"
 if spmd:
-    xla.enable_spmd()  # the guarded xr.use_spmd(): fine before any tensor
+    xr.use_spmd()  # first: before any tensor touches the device
 n = xr.global_runtime_device_count()
 device = torch_xla.device()
 torch.manual_seed(0)
@@ -59,21 +58,25 @@ print("RESULT " + json.dumps({
 """
 
 
-def test_child_env_sets_simulated_devices_on_cpu_only() -> None:
-    assert launch.child_env(4, env={"PJRT_DEVICE": "CPU"}) == {
-        "PJRT_DEVICE": "CPU",
-        "CPU_NUM_DEVICES": "4",
-    }
-    assert launch.child_env(4, env={}) == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "4"}
-    assert launch.child_env(4, env={"PJRT_DEVICE": "TPU"}) == {"PJRT_DEVICE": "TPU"}
-    with pytest.raises(ValueError, match="simulated_devices"):
-        launch.child_env(0)
+def test_children_get_the_pjrt_backend_and_the_simulated_devices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    script = tmp_path / "env.py"
+    keys = ("PJRT_DEVICE", "CPU_NUM_DEVICES", "EXTRA")
+    script.write_text(
+        f"import json, os\nprint('RESULT ' + json.dumps([os.environ[k] for k in {keys}]))"
+    )
+    run = launch.run_script(script, simulated_devices=4, env={"EXTRA": "x"}, timeout_s=60)
+    assert result_of(run.stdout) == ["CPU", "4", "x"]
 
 
-def test_tpu_held_line() -> None:
-    assert launch.tpu_held_line(runtime_started=True, env={"PJRT_DEVICE": "CPU"}) is None
-    assert launch.tpu_held_line(runtime_started=False, env={"PJRT_DEVICE": "TPU"}) is None
-    line = launch.tpu_held_line(runtime_started=True, env={"PJRT_DEVICE": "TPU"})
+def test_tpu_held_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    assert launch.tpu_held_line(runtime_started=True) is None
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")
+    assert launch.tpu_held_line(runtime_started=False) is None
+    line = launch.tpu_held_line(runtime_started=True)
     assert line.startswith("Skipped") and "\n" not in line
 
 
@@ -82,9 +85,7 @@ def test_run_script_errors_are_clear(tmp_path: Path) -> None:
         launch.run_script(tmp_path / "missing.py")
     quiet = tmp_path / "quiet.py"
     quiet.write_text("print('hello')\n")
-    with pytest.raises(FreshProcessError, match="RESULT"):
-        launch.run_script(quiet, timeout_s=60)
-    assert launch.run_script(quiet, require_result=False, timeout_s=60).stdout == "hello\n"
+    assert launch.run_script(quiet, timeout_s=60).stdout == "hello\n"
     failing = tmp_path / "failing.py"
     failing.write_text("raise SystemExit(3)\n")
     with pytest.raises(FreshProcessError, match="exited with 3"):
@@ -118,7 +119,6 @@ CANNED = (
 def test_compilation_causes_drop_paths_and_hashes() -> None:
     (cause,) = launch.compilation_causes(CANNED, keep_files=["train.py"])
     assert cause["cause"].startswith("most likely user code trying to access tensor value")
-    assert cause["graph"] == "step" and cause["inputs"] == 13 and cause["outputs"] == 1
     assert cause["frames"] == ["step (train.py:27)", "<module> (train.py:30)"]
     assert "someone" not in json.dumps(cause) and "7842" not in json.dumps(cause)
     (everything,) = launch.compilation_causes(CANNED)
@@ -135,9 +135,7 @@ def test_debug_level_2_reports_a_recompilation(tmp_path: Path) -> None:
         "    y = (torch.ones(n, device=d) * 2).sum()\n"
         "    torch_xla.sync()\n"
     )
-    run = launch.run_script(
-        script, env={"PT_XLA_DEBUG_LEVEL": "2"}, require_result=False, timeout_s=300
-    )
+    run = launch.run_script(script, env={"PT_XLA_DEBUG_LEVEL": "2"}, timeout_s=300)
     causes = launch.compilation_causes(run.stdout + run.stderr, keep_files=["recompile.py"])
     assert [c["cause"] for c in causes] == ["user torch_xla.sync"] * 2  # the second 4 is cached
     assert all(c["frames"] == ["<module> (recompile.py:5)"] for c in causes)
@@ -146,8 +144,8 @@ def test_debug_level_2_reports_a_recompilation(tmp_path: Path) -> None:
 def test_spmd_on_two_simulated_devices_matches_one_device(tmp_path: Path) -> None:
     script = tmp_path / "spmd.py"
     script.write_text(SPMD_SCRIPT)
-    spmd = launch.run_script(script, ["spmd"], simulated_devices=2, timeout_s=400).result
-    one = launch.run_script(script, ["one"], simulated_devices=1, timeout_s=400).result
+    spmd = result_of(launch.run_script(script, ["spmd"], simulated_devices=2, timeout_s=400).stdout)
+    one = result_of(launch.run_script(script, ["one"], simulated_devices=1, timeout_s=400).stdout)
     assert spmd["spmd"] and spmd["devices"] == 2 and spmd["spec"] == "{devices=[2,1,1,1]0,1}"
     assert not one["spmd"] and one["devices"] == 1
     assert len(spmd["losses"]) == len(one["losses"]) == 4

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("torch_xla")
+torch_xla = pytest.importorskip("torch_xla")
 
 from torch import nn  # noqa: E402
 
@@ -40,38 +40,37 @@ def test_seed_cnn_matches_the_keras_seed_model() -> None:
     assert out.shape == (2, 10)
 
 
-def test_pjrt_choice_is_cpu_here() -> None:
+def test_pjrt_device_is_cpu_here() -> None:
     assert os.environ["PJRT_DEVICE"] == "CPU"
-    assert "PJRT_DEVICE=CPU" in xla.PJRT_CHOICE
-    assert xla.device().type == "xla"
+    assert torch_xla.device().type == "xla"
 
 
-def test_describe_device_opens_the_cpu_device_but_can_describe_without_opening() -> None:
-    assert "devices visible to this process" in xla.describe_device()
-    assert xla.runtime_started()
-    closed = xla.describe_device(open_device=False)
-    assert "not opened yet" in closed and "PJRT_DEVICE=CPU" in closed
+def test_describe_device_names_the_backend_versions_and_devices() -> None:
+    text = xla.describe_device()
+    assert text.startswith("PJRT_DEVICE=CPU,") and "1 visible" in text and xla.runtime_started()
     # Stored outputs hold on any machine: no "+cu128"/"+cpu" build tag of this machine's torch.
-    versions = closed.splitlines()[1]
-    assert versions.startswith(f"torch {torch.__version__.split('+')[0]},") and "+" not in versions
+    assert f"torch {torch.__version__.split('+')[0]}," in text and "+" not in text
 
 
 def test_describe_device_leaves_an_unopened_tpu_alone() -> None:
-    """A fresh process told PJRT_DEVICE=TPU (on a fake v5e-1): describing must not open it."""
+    """A fresh process told PJRT_DEVICE=TPU: describing must not open it."""
     code = (
         "import json; from utils.torch import xla; text = xla.describe_device(); "
         "print('RESULT ' + json.dumps([text, xla.runtime_started()]))"
     )
-    env = {"PJRT_DEVICE": "TPU", "TPU_ACCELERATOR_TYPE": "v5e-1"}
-    text, started = run_python_json(code, env=env, timeout_s=120)
+    text, started = run_python_json(code, env={"PJRT_DEVICE": "TPU"}, timeout_s=120)
     assert not started
-    assert "not opened yet (v5e-1, 1 chip(s)" in text
+    assert "PJRT_DEVICE=TPU" in text and "not opened yet" in text
 
 
-def test_choose_pjrt_device_keeps_a_preset_value() -> None:
-    env = {"PJRT_DEVICE": "TPU"}
-    assert "kept" in xla.choose_pjrt_device(env)
-    assert env["PJRT_DEVICE"] == "TPU"
+def test_matching_pairs_pass_and_a_mismatch_is_named_with_its_fix() -> None:
+    assert xla.torch_xla_problem() is None  # the course's own environment matches
+    assert xla.torch_xla_problem({"torch": "2.9.0+cu128", "torch_xla": "2.9.0"}) is None
+    assert xla.torch_xla_problem({"torch": "2.11.0", "torch_xla": None}) is None  # no torch_xla
+    text = xla.torch_xla_problem({"torch": "2.10.0", "torch_xla": "2.9.0"})
+    assert "torch 2.10.0 does not match torch_xla 2.9.0" in text and "pytorch/xla#8292" in text
+    assert "pip install torch==2.9.0 torch_xla==2.9.0" in text and "restart" in text
+    assert "torch (not installed)" in xla.torch_xla_problem({"torch": None, "torch_xla": "2.9.0"})
 
 
 def test_loader_gives_channels_first_uint8_and_drop_last_drops() -> None:
@@ -81,8 +80,6 @@ def test_loader_gives_channels_first_uint8_and_drop_last_drops() -> None:
     assert batches[0][0].shape == (4, 3, 32, 32) and batches[0][0].dtype == torch.uint8
     assert torch.equal(batches[0][0][1].permute(1, 2, 0), torch.from_numpy(x[1]))
     assert [b[0].shape[0] for b in xla.make_loader(x, y, batch_size=4, drop_last=True)] == [4, 4]
-    with pytest.raises(ValueError):
-        xla.to_tensor_dataset(x[..., :1], y)
 
 
 def test_pad_to_bucket() -> None:
@@ -93,15 +90,13 @@ def test_pad_to_bucket() -> None:
 
 
 def test_metrics_count_compilations_executions_transfers_and_fallbacks() -> None:
-    dev = xla.device()
+    dev = torch_xla.device()
     before = xla.metrics_summary()
     a = torch.arange(12.0).reshape(3, 4).to(dev)
     b = (a * 2 + 1).sum(dim=0)
     traced = xla.metrics_delta(before, xla.metrics_summary())
     assert traced["compile_count"] == 0 and traced["execute_count"] == 0  # lazy: nothing ran yet
     assert traced["transfers_to_device"] >= 1
-
-    import torch_xla
 
     torch_xla.sync()
     synced = xla.metrics_delta(before, xla.metrics_summary())
@@ -117,12 +112,11 @@ def test_metrics_count_compilations_executions_transfers_and_fallbacks() -> None
     assert float(med.cpu()) == pytest.approx(5.0)
     fell_back = xla.metrics_delta(before, xla.metrics_summary())
     assert fell_back["fallbacks"].get("aten::median") == 1
-    assert fell_back["fallback_count"] >= 1
     assert isinstance(fell_back["compile_time_s"], float) and fell_back["compile_time_s"] > 0
 
 
 def _compiles_over_epochs(drop_last: bool, out_features: int) -> list[int]:
-    dev = xla.device()
+    dev = torch_xla.device()
     torch.manual_seed(0)
     model = _linear(out_features).to(dev)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -145,16 +139,16 @@ def test_partial_last_batch_recompiles_and_drop_last_stops_it() -> None:
 
 
 def test_training_lowers_the_loss_on_a_tiny_set() -> None:
-    dev = xla.device()
+    dev = torch_xla.device()
     torch.manual_seed(0)
     model = SeedCNN().to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     y = np.arange(32) % 4  # learnable: the class sets the image's brightness
     x = np.broadcast_to((40 + 50 * y)[:, None, None, None], (32, 32, 32, 3)).astype(np.uint8)
     loader = xla.make_loader(x, y, batch_size=32, drop_last=True)
-    log = xla.train(model, loader, optimizer, dev=dev, epochs=12)
-    assert log.steps == 12 and log.images == 12 * 32
-    assert np.mean(log.losses[-3:]) < log.losses[0] - 0.1
+    losses = xla.train(model, loader, optimizer, dev=dev, epochs=12)
+    assert len(losses) == 12 and all(isinstance(v, float) for v in losses)
+    assert np.mean(losses[-3:]) < losses[0] - 0.1
     acc = xla.evaluate(model, xla.make_loader(x, y, batch_size=16), dev=dev)
     assert 0.0 <= acc <= 1.0
 
@@ -164,62 +158,35 @@ def test_eager_cpu_path_runs_the_same_loop() -> None:
     model = _linear(10)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = _images(8)
-    log = xla.train(model, xla.make_loader(x, y, batch_size=4), optimizer, dev=torch.device("cpu"))
-    assert log.steps == 2 and len(log.losses) == 2
-
-
-def test_metrics_report_the_persistent_cache_counters() -> None:
-    summary = xla.metrics_summary()
-    for key in ("persistent_cache_hit", "persistent_cache_miss", "persistent_cache_load_failure"):
-        assert summary[key] == 0  # no cache in this process
-
-
-def test_simulated_devices_cannot_change_once_the_runtime_started(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    xla.device()  # the runtime is running with one CPU device
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    assert xla.ensure_simulated_devices(1) == 1  # what it has: fine
-    with pytest.raises(RuntimeError, match="already started with 1 CPU device.*Restart"):
-        xla.ensure_simulated_devices(4)
-    with pytest.raises(ValueError):
-        xla.ensure_simulated_devices(0)
-
-
-def test_enable_spmd_refuses_after_the_device_was_used() -> None:
-    import torch_xla.runtime as xr
-
-    torch.ones(2, device=xla.device())
-    with pytest.raises(xla.SpmdTooLateError, match="before anything touches the XLA device"):
-        xla.enable_spmd()
-    assert not xr.is_spmd()  # refused before torch_xla changed anything
+    losses = xla.train(
+        model, xla.make_loader(x, y, batch_size=4), optimizer, dev=torch.device("cpu")
+    )
+    assert len(losses) == 2
 
 
 def test_matmul_peak_is_measured_by_the_one_peak_function() -> None:
-    for dev in (xla.device(), torch.device("cpu")):
+    for dev in (torch_xla.device(), torch.device("cpu")):
         assert xla.matmul_peak(dev, n=64, repeats=1)() > 0
-    out = xla.matmul(torch.device("cpu"), n=8, dtype=torch.bfloat16)()
-    assert out.dtype == torch.bfloat16 and out.shape == (8, 8)
-    with pytest.raises(ValueError):
-        xla.matmul(torch.device("cpu"), n=0)
-    assert not hasattr(xla, "matmul_flops_per_s")
+    assert xla.matmul_peak(torch.device("cpu"), n=8, dtype=torch.bfloat16, repeats=1)() > 0
 
 
 def test_steps_runner_runs_the_given_step_on_fresh_batches() -> None:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, 40)
+    loader = xla.make_loader(images, labels, batch_size=8, shuffle=True, drop_last=True)
     seen = []
 
     def step(x, y):
-        seen.append((tuple(x.shape), str(x.device)))
+        seen.append((tuple(x.shape), x.device.type))
         return y.float().sum()
 
-    run = xla.steps_runner(step, images, labels, dev=torch.device("cpu"), batch_size=8, steps=3)
-    assert run() == 24 and run() == 24
-    assert seen == [((8, 3, 32, 32), "cpu")] * 6
+    for dev in (torch.device("cpu"), torch_xla.device()):
+        run = xla.steps_runner(step, loader, dev=dev, steps=3)
+        assert run() == 24 and run() == 24
+        assert seen[-6:] == [((8, 3, 32, 32), dev.type)] * 6
     with pytest.raises(ValueError, match="cannot make"):
-        xla.steps_runner(step, images, labels, dev=torch.device("cpu"), batch_size=8, steps=6)
+        xla.steps_runner(step, loader, dev=torch.device("cpu"), steps=6)
 
 
 def test_train_runs_the_step_it_is_given() -> None:
@@ -234,7 +201,7 @@ def test_train_runs_the_step_it_is_given() -> None:
         seen.append(int(labels.shape[0]))
         return xla.train_step(model_, images, labels, optimizer_)
 
-    log = xla.train(
+    losses = xla.train(
         model, xla.make_loader(x, y, batch_size=4), optimizer, dev=torch.device("cpu"), step=step
     )
-    assert seen == [4, 4] and len(log.losses) == 2
+    assert seen == [4, 4] and len(losses) == 2

@@ -1,64 +1,27 @@
-"""Run torch_xla code in a fresh Python process, and read what it leaves behind.
+"""Run torch_xla scripts in a fresh process and read their debug output. Framework-free.
 
-Some torch_xla settings are fixed when a process's XLA runtime starts: ``CPU_NUM_DEVICES``,
-SPMD (``xr.use_spmd()``), the persistent compilation cache (``xr.initialize_cache``) and
-``PT_XLA_DEBUG_LEVEL``. A notebook kernel that has already used its device cannot change them,
-so notebook 06 writes such code to a script (visible in the notebook) and runs it here.
-This module is plumbing only and imports neither torch nor torch_xla:
-
-- :func:`child_env`: the environment for the child: ``PJRT_DEVICE`` and, on the CPU backend,
-  ``CPU_NUM_DEVICES``.
-- :func:`tpu_held_line`: on a TPU, a kernel that opened the chips keeps them until it ends,
-  so no child process can have them; returns the one line that says so (None when free).
-- :func:`run_script`: run a script, return its ``RESULT`` JSON and its output.
-- :func:`compilation_causes`: the "Compilation Cause" blocks of ``PT_XLA_DEBUG_LEVEL=2``
-  output, with machine-specific paths and hashes taken out.
+``CPU_NUM_DEVICES``, SPMD, the persistent compilation cache and ``PT_XLA_DEBUG_LEVEL`` are fixed
+when a process's XLA runtime starts, so notebook 06 writes such code to a script and runs it here
+(through :func:`utils.fresh_process.run_python`, the course's one child-process runner).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from utils import simulated_devices as simulated
-from utils.fresh_process import RESULT_PREFIX, FreshProcessError, result_of, run_python
-
-__all__ = [
-    "FreshProcessError",
-    "ScriptRun",
-    "child_env",
-    "compilation_causes",
-    "run_script",
-    "tpu_held_line",
-]
+from utils.fresh_process import run_python
 
 
-def child_env(simulated_devices: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a torch_xla child: this process's PJRT backend, N devices on the CPU.
-
-    On a TPU the child sees every chip (``simulated_devices`` is ignored). A ``CPU_NUM_DEVICES``
-    already set in this process is replaced: the child gets exactly what was asked for.
-    """
-    simulated.check_count(simulated_devices, "simulated_devices")
-    source = os.environ if env is None else env
-    pjrt = source.get("PJRT_DEVICE") or "CPU"
-    out = {"PJRT_DEVICE": pjrt}
-    if pjrt == "CPU":
-        out["CPU_NUM_DEVICES"] = str(simulated_devices)
-    return out
-
-
-def tpu_held_line(*, runtime_started: bool, env: Mapping[str, str] | None = None) -> str | None:
-    """One line when a child process cannot get the TPU because this process holds it; else None.
+def tpu_held_line(*, runtime_started: bool) -> str | None:
+    """One line when a child cannot get the TPU because this process opened it; else None.
 
     ``runtime_started``: :func:`utils.torch.xla.runtime_started` of this process.
     """
-    source = os.environ if env is None else env
-    if source.get("PJRT_DEVICE") == "TPU" and runtime_started:
+    if os.environ.get("PJRT_DEVICE") == "TPU" and runtime_started:
         return (
             "Skipped: this kernel holds the TPU (it opened it above), so a second process cannot "
             "get the chips. Restart the runtime and run the set-up, parameters and this section "
@@ -67,92 +30,51 @@ def tpu_held_line(*, runtime_started: bool, env: Mapping[str, str] | None = None
     return None
 
 
-@dataclass(frozen=True)
-class ScriptRun:
-    """What :func:`run_script` got back: the ``RESULT`` JSON (or None) and all output."""
-
-    result: Any
-    stdout: str
-    stderr: str
-
-
 def run_script(
     script: Path | str,
-    args: Sequence[str] = (),
+    args: Sequence[object] = (),
     *,
     simulated_devices: int = 1,
-    env: Mapping[str, str] | None = None,
+    env: dict[str, str] | None = None,
     timeout_s: float = 600.0,
-    require_result: bool = True,
-) -> ScriptRun:
-    """Run ``python script args...`` in a fresh process with :func:`child_env` (+ ``env``).
-
-    The script reports by printing ``RESULT <json>`` (the last such line wins).
+) -> subprocess.CompletedProcess[str]:
+    """``python script args...`` in a fresh process on this process's PJRT backend (with
+    ``simulated_devices`` devices on the CPU), plus ``env``. Read a ``RESULT`` line it printed
+    with :func:`utils.fresh_process.result_of`.
 
     Raises:
         FileNotFoundError: no such script.
-        FreshProcessError: the child failed, ran past ``timeout_s`` or (with
-            ``require_result``) printed no ``RESULT`` line; the tail of its output is included.
+        FreshProcessError: the child failed or ran past ``timeout_s`` (with its output's tail).
     """
-    script = Path(script)
-    if not script.is_file():
+    if not Path(script).is_file():
         raise FileNotFoundError(f"no script at {script}: run the cell that writes it first")
-    full_env = {**child_env(simulated_devices), **(env or {})}
-    done = run_python([str(script), *map(str, args)], env=full_env, timeout_s=timeout_s)
-    output = done.stdout + done.stderr
-    has_result = any(ln.startswith(RESULT_PREFIX) for ln in done.stdout.splitlines())
-    if require_result or has_result:
-        return ScriptRun(result_of(done.stdout, context=output), done.stdout, done.stderr)
-    return ScriptRun(None, done.stdout, done.stderr)
+    pjrt = {"PJRT_DEVICE": os.environ.get("PJRT_DEVICE") or "CPU"}  # CPU_NUM_DEVICES: CPU only
+    full_env = {**pjrt, "CPU_NUM_DEVICES": str(simulated_devices), **(env or {})}
+    return run_python([str(script), *map(str, args)], env=full_env, timeout_s=timeout_s)
 
 
 _PREFIX = re.compile(r"^(?:Unexpected Execution Analysis|Compilation Analysis): ?")
-_FRAME = re.compile(r"^(\s*)(\S+) \((.+?):(\d+)\)$")
+_FRAME = re.compile(r"^(\S+) \((.+?):(\d+)\)$")
 
 
-def compilation_causes(log: str, *, keep_files: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The compilations explained in ``PT_XLA_DEBUG_LEVEL=2`` output, one dict each.
+def compilation_causes(log: str, *, keep_files: Sequence[str] = ()) -> list[dict]:
+    """The compilations ``PT_XLA_DEBUG_LEVEL=2`` output explains, in order.
 
-    Each dict: ``cause`` (torch_xla's words), ``graph`` (its name when the code named it, e.g.
-    with ``torch_xla.compile(name=...)``), ``inputs``/``outputs`` (graph sizes) and ``frames``:
-    the Python frames that triggered it, as ``function (file:line)`` with the file reduced to
-    its name, keeping only files named in ``keep_files`` (default: every frame). Hashes and
-    full paths, which differ between machines, are dropped.
+    Each is ``{"cause": torch_xla's words, "frames": ["function (file:line)", ...]}``: the Python
+    frames that triggered it, the file reduced to its name, only files in ``keep_files`` (default:
+    all). Hashes and full paths, which differ between machines, are left out.
     """
-    blocks: list[dict[str, Any]] = []
-    current: dict[str, Any] | None = None
-    section = None
-    for raw in log.splitlines():
-        if not _PREFIX.match(raw):
+    lines = [_PREFIX.sub("", ln).strip() for ln in log.splitlines() if _PREFIX.match(ln)]
+    causes = []
+    for i, line in enumerate(lines[:-1]):
+        if line != "Compilation Cause":
             continue
-        line = _PREFIX.sub("", raw).rstrip()
-        stripped = line.strip()
-        if stripped == "Compilation Cause":
-            current = {"cause": None, "graph": None, "inputs": None, "outputs": None, "frames": []}
-            blocks.append(current)
-            section = "cause"
-            continue
-        if current is None:
-            continue
-        if stripped.startswith("Graph Info"):
-            section = "graph"
-        elif stripped.startswith("Python Frame Triggered Execution"):
-            section = "frames"
-        elif stripped.startswith("----") or stripped.startswith("===="):
-            current, section = None, None
-        elif section == "cause" and stripped and current["cause"] is None:
-            current["cause"] = stripped
-        elif section == "graph" and stripped.startswith("Graph Name:"):
-            current["graph"] = stripped.split(":", 1)[1].strip()
-        elif section == "graph" and stripped.startswith("Number of Graph Inputs:"):
-            current["inputs"] = int(stripped.split(":", 1)[1])
-        elif section == "graph" and stripped.startswith("Number of Graph Outputs:"):
-            current["outputs"] = int(stripped.split(":", 1)[1])
-        elif section == "frames":
-            match = _FRAME.match(line)
-            if match:
-                func, path, lineno = match.group(2), match.group(3), match.group(4)
-                name = Path(path).name
-                if not keep_files or name in keep_files:
-                    current["frames"].append(f"{func} ({name}:{lineno})")
-    return blocks
+        frames = []
+        for text in lines[i + 1 :]:
+            if text.startswith(("----", "====")):
+                break
+            match = _FRAME.match(text)
+            if match and (not keep_files or Path(match[2]).name in keep_files):
+                frames.append(f"{match[1]} ({Path(match[2]).name}:{match[3]})")
+        causes.append({"cause": lines[i + 1], "frames": frames})
+    return causes

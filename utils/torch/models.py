@@ -14,8 +14,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["SeedCNN", "count_parameters", "images_to_float"]
-
 
 class SeedCNN(nn.Module):
     """The seed's CNN for 32x32 RGB images; returns logits of shape ``(batch, num_classes)``."""

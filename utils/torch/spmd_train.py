@@ -50,16 +50,8 @@ for batch in pl.MpDeviceLoader(loader, device, input_sharding=input_sharding):
     losses.append(loss.detach())
 
 torch.save({k: v.cpu() for k, v in model.state_dict().items()}, weights_out)
-print(
-    "RESULT "
-    + json.dumps(
-        {
-            "devices": n,
-            "global_batch": per_device_batch * n,
-            "images_sharding": torch_xla._XLAC._get_xla_sharding_spec(batch["images"]),
-            "labels_sharding": torch_xla._XLAC._get_xla_sharding_spec(batch["labels"]),
-            "weight_sharding": torch_xla._XLAC._get_xla_sharding_spec(model.features[0].weight),
-            "losses": torch.stack(losses).cpu().tolist(),
-        }
-    )
-)
+losses = torch.stack(losses).cpu().tolist()  # read once, at the end
+spec = torch_xla._XLAC._get_xla_sharding_spec  # how a tensor is laid out over the devices
+shardings = {"images": spec(batch["images"]), "labels": spec(batch["labels"])}
+shardings["weight"] = spec(model.features[0].weight)
+print("RESULT " + json.dumps({"devices": n, "shardings": shardings, "losses": losses}))

@@ -1,88 +1,61 @@
 """PyTorch/XLA helpers for notebook 06 (imports torch and torch_xla).
 
-Importing this module picks the PJRT device *before* torch_xla loads (torch_xla reads
-``PJRT_DEVICE`` once, when its runtime starts):
+Importing this module first checks that torch and torch_xla match (:func:`torch_xla_problem`: a
+mismatch would die in ``import torch_xla`` with an undefined symbol), then sets ``PJRT_DEVICE``
+unless it is set (torch_xla reads it once, when its runtime starts): ``TPU`` where
+:func:`utils.runtime.detect` finds one, else ``CPU``, where XLA compiles the same lazy graphs for
+the host (torch_xla 2.9 has no GPU backend).
 
-- a TPU found by :func:`utils.runtime.detect` -> ``PJRT_DEVICE=TPU``;
-- anything else -> ``PJRT_DEVICE=CPU``: XLA compiles for the host CPU, so the same lazy-tensor
-  code runs (and teaches) without a TPU. torch_xla 2.9 has no CUDA backend.
-
-Before torch_xla is imported, :func:`utils.torch.stacks.check_torch_xla` checks that torch and
-torch_xla match (a mismatch would die in the import with an undefined symbol).
-
-A ``PJRT_DEVICE`` that is already set is kept. :data:`PJRT_CHOICE` says what was decided and why;
-:func:`describe_device` prints it with the devices found, without opening a TPU that this process
-has not opened yet (opening takes the chips until the process ends; :func:`runtime_started`).
-
-What is here, in the order notebook 06 uses it:
-
-- :func:`metrics_summary` / :func:`metrics_delta`: torch_xla's own counters as numbers
-  (compilations, executions, transfers, ``aten::`` CPU fallbacks).
-- :func:`make_loader`: a ``DataLoader`` over a ``TensorDataset`` of the shared CIFAR-10 arrays
-  (uint8, channels first; the conversion to float happens on the device).
-- :func:`pad_to_bucket`: pad variable-length inputs to a few fixed lengths (fewer compilations).
-- :func:`train_step`, :func:`train`, :func:`evaluate`: one training loop for the XLA device (with
-  ``MpDeviceLoader``) and for eager PyTorch on the CPU.
-- :func:`steps_runner`: a number of training steps as one call, on any device, for
-  :func:`utils.compare.compare` (interleaved rounds, warm-up excluded, a verdict);
-  :func:`matmul` / :func:`matmul_peak`: the matmul the CPU's stand-in peak is measured on
-  (by :func:`utils.mfu.measured_peak`, the course's one peak), on the training's device and dtype.
-- :func:`ensure_simulated_devices` and :func:`enable_spmd`: the two things that must happen
-  before this process's XLA runtime starts, checked, with a clear error instead of a silently
-  ignored ``CPU_NUM_DEVICES`` or a crash.
-
-Running code in a fresh process (SPMD, the compilation cache, debug output) is in
-:mod:`utils.torch.launch`.
+Then, in the order notebook 06 uses them: the device, torch_xla's own counters as numbers, a
+CIFAR-10 ``DataLoader``, padding to buckets, one training loop for the XLA device and eager
+PyTorch, and a steps runner and a matmul peak for :func:`utils.compare.compare`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from utils import runtime  # framework-free
+from utils.bootstrap import installed_version
+from utils.mfu import measured_peak
 
-def choose_pjrt_device(env: os._Environ[str] | dict[str, str] | None = None) -> str:
-    """Set ``PJRT_DEVICE`` in ``env`` (default ``os.environ``) for this runtime; explain the choice.
 
-    Must run before ``import torch_xla``; importing this module does it.
+def torch_xla_problem(versions: Mapping[str, str | None] | None = None) -> str | None:
+    """What is wrong with the installed torch/torch_xla pair, with the fix; None when they match.
+
+    torch_xla X.Y is built against torch X.Y, although its package metadata does not say so.
+    Reads package metadata only (``versions`` defaults to what is installed).
     """
-    env = os.environ if env is None else env
-    if env.get("PJRT_DEVICE"):
-        return f"PJRT_DEVICE={env['PJRT_DEVICE']} was already set; kept it."
-    from utils import runtime  # framework-free
-
-    rt = runtime.detect(env=env)
-    if rt.accelerator == "tpu":
-        env["PJRT_DEVICE"] = "TPU"
-        kind = rt.tpu.accelerator_type if rt.tpu and rt.tpu.accelerator_type else "TPU"
-        return f"Found a TPU ({kind}): PJRT_DEVICE=TPU, torch_xla compiles for its chips."
-    env["PJRT_DEVICE"] = "CPU"
-    why = "torch_xla 2.9 has no GPU backend" if rt.accelerator == "gpu" else "no TPU here"
+    v = versions or {name: installed_version(name) for name in ("torch", "torch_xla")}
+    torch_v, xla_v = v.get("torch"), v.get("torch_xla")
+    if not xla_v or (torch_v and runtime.same_release(torch_v, xla_v)):
+        return None
+    pair = xla_v.split("+")[0]
     return (
-        f"No TPU found ({why}): PJRT_DEVICE=CPU. XLA compiles the same lazy graphs for this CPU, "
-        "so every lesson runs; the speed-ups need a TPU."
+        f"torch {torch_v or '(not installed)'} does not match torch_xla {xla_v}: torch_xla {pair} "
+        f"only works with torch {pair}, and importing it would fail with '_XLAC ... undefined "
+        f"symbol' (pytorch/xla#8292). Fix: pip install torch=={pair} torch_xla=={pair} (on "
+        "Colab's TPU runtime, undo your torch upgrade or start a fresh runtime), then restart "
+        "the runtime."
     )
 
 
-PJRT_CHOICE: str = choose_pjrt_device()
-
-from utils.torch import stacks  # noqa: E402 - framework-free
-
-# A torch that does not match torch_xla makes `import torch_xla` die with an undefined symbol:
-# say which versions and how to fix it first.
-stacks.check_torch_xla()
+if _problem := torch_xla_problem():
+    raise RuntimeError(_problem)
+# torch_xla reads PJRT_DEVICE once, when its runtime starts: choose it before importing it.
+if not os.environ.get("PJRT_DEVICE"):  # a TPU -> TPU; anything else: XLA's CPU backend
+    os.environ["PJRT_DEVICE"] = "TPU" if runtime.detect().accelerator == "tpu" else "CPU"
 
 import torch  # noqa: E402 - torch_xla must see PJRT_DEVICE first
 
 with warnings.catch_warnings():
-    # torch_xla warns whenever the `tensorflow` package is installed in the same environment.
-    # The course keeps both in one venv but never imports them in the same process.
+    # torch_xla warns whenever the `tensorflow` package is installed in the same environment;
+    # the course never imports both in one process.
     warnings.filterwarnings("ignore", message=".*tensorflow.*can conflict", category=UserWarning)
     import torch_xla  # noqa: E402
 
@@ -91,223 +64,90 @@ import torch_xla.debug.metrics as met  # noqa: E402
 import torch_xla.distributed.parallel_loader as pl  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
 from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from utils import simulated_devices as simulated  # noqa: E402 - framework-free
-from utils.mfu import measured_peak  # noqa: E402 - framework-free
 from utils.torch.models import images_to_float  # noqa: E402
-
-__all__ = [
-    "PJRT_CHOICE",
-    "SpmdTooLateError",
-    "TrainLog",
-    "describe_device",
-    "device",
-    "enable_spmd",
-    "ensure_simulated_devices",
-    "evaluate",
-    "make_loader",
-    "matmul",
-    "matmul_peak",
-    "metrics_delta",
-    "metrics_summary",
-    "pad_to_bucket",
-    "runtime_started",
-    "steps_runner",
-    "to_tensor_dataset",
-    "train",
-    "train_step",
-    "weights_checksum",
-]
-
-
-# --------------------------------------------------------------------------- device
-
-
-def device() -> torch.device:
-    """This process's XLA device: ``torch_xla.device()`` (``xm.xla_device()`` is deprecated)."""
-    return torch_xla.device()
 
 
 def runtime_started() -> bool:
-    """True once this process has opened its XLA runtime (first ``torch_xla.device()`` or tensor).
-
-    On a TPU the process then holds the chips until it ends: no other process (a launcher, a
-    TensorFlow notebook) can use them.
-    """
+    """True once this process opened its XLA runtime; on a TPU it then holds the chips until it
+    ends, and no other process can use them."""
     return bool(torch_xla._XLAC._xla_runtime_is_initialized())
 
 
-def describe_device(*, open_device: bool | None = None) -> str:
-    """A few lines: the PJRT choice, versions, and this process's device.
-
-    Opening the device starts the XLA runtime, which on a TPU takes the chips for good (see
-    :func:`runtime_started`). So by default (``open_device=None``) the device is opened only when
-    that costs nothing: on the CPU backend, or when the runtime has already started. On a TPU not
-    yet opened, the chips are described from :func:`utils.runtime.detect` instead, which reads
-    files and environment variables only.
-    """
-    if open_device is None:
-        open_device = os.environ.get("PJRT_DEVICE") != "TPU" or runtime_started()
-    # Release numbers only: the "+cu128"/"+cpu" local tag names this machine's build, not the API.
-    release = torch.__version__.split("+")[0]
-    lines = [PJRT_CHOICE, f"torch {release}, torch_xla {torch_xla.__version__.split('+')[0]}"]
-    if open_device:
-        dev = device()
-        lines.append(
-            f"device: {dev} (type {xr.device_type()}), "
-            f"devices visible to this process: {xr.global_runtime_device_count()}"
-        )
-        return "\n".join(lines)
-    from utils import runtime  # framework-free
-
-    tpu = runtime.detect().tpu
-    kind = (tpu.accelerator_type if tpu else None) or "TPU"
-    chips = f"{tpu.chips} chip(s)" if tpu and tpu.chips else "chips: count unknown"
-    lines.append(
-        f"device: not opened yet ({kind}, {chips} on this host, from utils.runtime). "
-        "The first torch_xla.device() call takes the chips for this process until it ends."
+def describe_device() -> str:
+    """``PJRT_DEVICE``, the versions and this process's devices; an unopened TPU stays unopened."""
+    text = (
+        f"PJRT_DEVICE={os.environ['PJRT_DEVICE']}, torch {torch.__version__.split('+')[0]}, "
+        f"torch_xla {torch_xla.__version__.split('+')[0]}: "
     )
-    return "\n".join(lines)
+    if os.environ["PJRT_DEVICE"] == "TPU" and not runtime_started():
+        return text + "device not opened yet (the first torch_xla.device() takes the chips)"
+    return text + f"device {torch_xla.device()}, {xr.global_runtime_device_count()} visible"
 
 
-# --------------------------------------------------------------------------- metrics
-
-
-def _metric(name: str) -> tuple[int, float]:
-    """(number of samples, accumulated value) of a torch_xla metric; (0, 0.0) if never recorded."""
+def _samples(name: str) -> tuple[int, float]:
     data = met.metric_data(name)
-    if data is None:
-        return 0, 0.0
-    count, accumulator, _samples = data
-    return int(count), float(accumulator)
+    return (int(data[0]), float(data[1])) if data else (0, 0.0)
 
 
-def metrics_summary(*, wait: bool = True) -> dict[str, int | float | dict[str, int]]:
-    """torch_xla's debug metrics as plain numbers.
+def metrics_summary() -> dict:
+    """torch_xla's debug metrics as numbers, once queued device work has finished.
 
-    Keys: ``compile_count`` and ``compile_time_s`` (XLA compilations; a cached graph does not
-    count), ``execute_count`` (graphs run on the device), ``transfers_to_device`` and
-    ``transfers_from_device`` (host<->device copies), ``local_scalar_dense`` (``.item()``-style
-    reads of one value), ``persistent_cache_hit``/``_miss``/``_load_failure`` (the on-disk
-    compilation cache of ``xr.initialize_cache``: a load failure means a cached program was
-    found but could not be used, so it was compiled again), ``fallbacks`` (``aten::`` op
-    name -> calls that ran on the CPU because the op has no XLA lowering) and
-    ``fallback_count`` (their sum).
-
-    Args:
-        wait: first wait for queued device work (execution is asynchronous), so the counts are
-            final and the same from run to run.
+    ``compile_count``/``compile_time_s`` (XLA compilations; a cached graph does not count),
+    ``execute_count``, ``transfers_to_device``/``_from_device``, ``local_scalar_dense``
+    (``.item()``-style reads) and ``fallbacks``: ``aten::`` op -> calls run on the CPU because
+    the op has no XLA lowering.
     """
-    if wait:
-        xm.wait_device_ops()
-    compiles, compile_ns = _metric("CompileTime")
-    executes, _ = _metric("ExecuteTime")
-    to_device, _ = _metric("TransferToDeviceTime")
-    from_device, _ = _metric("TransferFromDeviceTime")
+    xm.wait_device_ops()
+    compiles, compile_ns = _samples("CompileTime")
     fallbacks = {
-        name: int(met.counter_value(name) or 0)
-        for name in sorted(met.counter_names())
-        if name.startswith("aten::")
-    }
-    cache = {
-        key: int(met.counter_value(name) or 0)
-        for key, name in (
-            ("persistent_cache_hit", "PersistentCacheHit"),
-            ("persistent_cache_miss", "PersistentCacheMiss"),
-            ("persistent_cache_load_failure", "PersistentCacheDeserializeFailure"),
-        )
+        n: int(met.counter_value(n) or 0) for n in met.counter_names() if n.startswith("aten::")
     }
     return {
-        **cache,
         "compile_count": compiles,
         "compile_time_s": compile_ns / 1e9,
-        "execute_count": executes,
-        "transfers_to_device": to_device,
-        "transfers_from_device": from_device,
+        "execute_count": _samples("ExecuteTime")[0],
+        "transfers_to_device": _samples("TransferToDeviceTime")[0],
+        "transfers_from_device": _samples("TransferFromDeviceTime")[0],
         "local_scalar_dense": fallbacks.get("aten::_local_scalar_dense", 0),
-        "fallback_count": sum(fallbacks.values()),
         "fallbacks": fallbacks,
     }
 
 
-def metrics_delta(before: Mapping, after: Mapping) -> dict[str, int | float | dict[str, int]]:
-    """What happened between two :func:`metrics_summary` results (``after - before``, per key)."""
-    out: dict[str, int | float | dict[str, int]] = {}
-    for key, value in after.items():
-        if isinstance(value, Mapping):
-            old = before.get(key, {})
-            diff = {k: v - old.get(k, 0) for k, v in value.items() if v - old.get(k, 0)}
-            out[key] = diff
-        else:
-            out[key] = value - before.get(key, 0)
+def metrics_delta(before: dict, after: dict) -> dict:
+    """What happened between two :func:`metrics_summary` results (``after - before``)."""
+    out = {k: v - before[k] for k, v in after.items() if k != "fallbacks"}
+    old = before["fallbacks"]
+    out["fallbacks"] = {
+        k: n - old.get(k, 0) for k, n in after["fallbacks"].items() if n != old.get(k, 0)
+    }
     return out
 
 
-# --------------------------------------------------------------------------- data
+def make_loader(images: np.ndarray, labels: np.ndarray, **options: Any) -> DataLoader:
+    """A ``DataLoader`` of ``(uint8 images (B, 3, H, W), int64 labels)`` from NHWC uint8 arrays.
 
-
-def to_tensor_dataset(images: np.ndarray, labels: np.ndarray) -> TensorDataset:
-    """uint8 NHWC images + integer labels (``utils.data.load_cifar10``) -> a ``TensorDataset``.
-
-    Images become uint8 ``(N, 3, H, W)`` (PyTorch's channels-first layout); labels int64.
+    ``options`` go to the ``DataLoader`` (``batch_size``, ``shuffle``, ``drop_last``: every batch
+    the same shape, since a new shape is a new compilation); shuffling is seeded.
     """
-    if images.ndim != 4 or images.shape[-1] != 3:
-        raise ValueError(f"expected NHWC images with 3 channels, got shape {images.shape}")
     x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).contiguous()
-    if x.dtype != torch.uint8:
-        raise ValueError(f"expected uint8 images, got {x.dtype}")
     y = torch.from_numpy(np.asarray(labels).astype(np.int64).reshape(-1))
-    return TensorDataset(x, y)
-
-
-def make_loader(
-    images: np.ndarray,
-    labels: np.ndarray,
-    *,
-    batch_size: int,
-    shuffle: bool = False,
-    drop_last: bool = False,
-    seed: int = 0,
-    sampler: Sampler | None = None,
-) -> DataLoader:
-    """A ``DataLoader`` of ``(uint8 images (B, 3, 32, 32), int64 labels (B,))`` batches.
-
-    ``drop_last=True`` drops the last, smaller batch: every batch then has the same shape, which
-    is what an XLA device wants (a new shape means a new compilation). ``seed`` fixes the shuffle.
-    """
-    dataset = to_tensor_dataset(images, labels)
-    generator = torch.Generator().manual_seed(seed)
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle if sampler is None else False,
-        sampler=sampler,
-        drop_last=drop_last,
-        generator=generator,
-    )
+    return DataLoader(TensorDataset(x, y), generator=torch.Generator().manual_seed(0), **options)
 
 
 def pad_to_bucket(
     seq: torch.Tensor, buckets: tuple[int, ...], value: float = 0.0
 ) -> tuple[torch.Tensor, int]:
-    """Pad a 1-D tensor at the end to the smallest bucket length that holds it.
+    """Pad a 1-D tensor at the end to the smallest bucket that holds it; also return its length.
 
-    Returns the padded tensor and the original length (to build a mask). With a handful of bucket
-    lengths, an XLA device compiles a handful of graphs instead of one per input length.
+    A handful of bucket lengths means a handful of compiled graphs, not one per input length.
     """
     n = int(seq.shape[0])
-    fitting = [b for b in sorted(buckets) if b >= n]
-    if not fitting:
+    size = min((b for b in buckets if b >= n), default=None)
+    if size is None:
         raise ValueError(f"length {n} is longer than the largest bucket {max(buckets)}")
-    return nn.functional.pad(seq, (0, fitting[0] - n), value=value), n
-
-
-# --------------------------------------------------------------------------- training
-
-
-def _is_xla(dev: torch.device) -> bool:
-    return torch.device(dev).type == "xla"
+    return nn.functional.pad(seq, (0, size - n), value=value), n
 
 
 def train_step(
@@ -321,8 +161,7 @@ def train_step(
 
     On an XLA device this only *records* the step; the graph compiles and runs at the next
     ``torch_xla.sync()`` (``MpDeviceLoader`` issues one per batch). The same code trains
-    data-parallel under SPMD (the compiler inserts the all-reduce); only the multi-process
-    recipe needs ``xm.optimizer_step``.
+    data-parallel under SPMD (the compiler inserts the all-reduce).
     """
     optimizer.zero_grad()
     loss = loss_fn(model(images_to_float(images)), labels)  # uint8 -> float in [0, 1] on the device
@@ -331,21 +170,18 @@ def train_step(
     return loss.detach()  # stays on the device: read it once, at the end
 
 
-@dataclass
-class TrainLog:
-    """What :func:`train` did: loss per step, steps, images and wall-clock seconds."""
-
-    losses: list[float] = field(default_factory=list)
-    steps: int = 0
-    images: int = 0
-    seconds: float = 0.0
-
-
-def _device_batches(loader: DataLoader, dev: torch.device):
-    """Batches on ``dev``; on XLA via ``MpDeviceLoader`` (background copy, a sync per batch)."""
-    if _is_xla(dev):
+def _batches(loader: DataLoader, dev: torch.device):
+    """Batches on ``dev``; on XLA through ``MpDeviceLoader`` (background copy, a sync per batch)."""
+    if dev.type == "xla":
         return pl.MpDeviceLoader(loader, dev)
     return ((x.to(dev), y.to(dev)) for x, y in loader)
+
+
+def _wait(dev: torch.device) -> None:
+    """End the pending XLA step and wait for the device (eager CPU work is already done)."""
+    if dev.type == "xla":
+        torch_xla.sync()
+        xm.wait_device_ops()
 
 
 def train(
@@ -355,45 +191,26 @@ def train(
     *,
     dev: torch.device,
     epochs: int = 1,
-    max_steps: int | None = None,
     step: Callable[..., torch.Tensor] | None = None,
-) -> TrainLog:
-    """Train ``model`` (already on ``dev``) for ``epochs`` passes or ``max_steps`` steps.
+) -> list[float]:
+    """Train ``model`` (already on ``dev``) for ``epochs`` passes; return the loss of each step.
 
-    ``step(model, images, labels, optimizer)`` makes one step and returns the loss tensor
-    (default :func:`train_step`; notebook 06 passes its own, editable copy). The losses stay on
-    the device until the end (reading one each step would stall the device every step) and are
-    then read once.
+    ``step(model, images, labels, optimizer)`` defaults to :func:`train_step`. The losses stay on
+    the device and are read once, at the end (a read per step would stall the device).
     """
-    step = step or train_step
     model.train()
-    log = TrainLog()
-    device_losses: list[torch.Tensor] = []
-    start = time.perf_counter()
-    for _ in range(epochs):
-        for images, labels in _device_batches(loader, dev):
-            device_losses.append(step(model, images, labels, optimizer))
-            log.steps += 1
-            log.images += int(labels.shape[0])
-            if max_steps is not None and log.steps >= max_steps:
-                break
-        if max_steps is not None and log.steps >= max_steps:
-            break
-    if _is_xla(dev):
-        torch_xla.sync()
-        xm.wait_device_ops()
-    log.seconds = time.perf_counter() - start
-    log.losses = [float(t) for t in (t.cpu() for t in device_losses)]
-    return log
+    step = step or train_step
+    losses = [step(model, x, y, optimizer) for _ in range(epochs) for x, y in _batches(loader, dev)]
+    _wait(dev)
+    return [float(t.cpu()) for t in losses]
 
 
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: DataLoader, *, dev: torch.device) -> float:
     """Accuracy of ``model`` on ``loader``; the correct-count is summed on the device, read once."""
     model.eval()
-    correct = torch.zeros((), dtype=torch.int64, device=dev)
-    total = 0
-    for images, labels in _device_batches(loader, dev):
+    correct, total = torch.zeros((), dtype=torch.int64, device=dev), 0
+    for images, labels in _batches(loader, dev):
         correct += (model(images_to_float(images)).argmax(dim=1) == labels).sum()
         total += int(labels.shape[0])
     model.train()
@@ -401,151 +218,33 @@ def evaluate(model: nn.Module, loader: DataLoader, *, dev: torch.device) -> floa
 
 
 def steps_runner(
-    step: Callable[[torch.Tensor, torch.Tensor], object],
-    images: np.ndarray,
-    labels: np.ndarray,
-    *,
-    dev: torch.device,
-    batch_size: int,
-    steps: int,
-    seed: int = 0,
+    step: Callable[..., object], loader: DataLoader, *, dev: torch.device, steps: int
 ) -> Callable[[], int]:
-    """A ``run`` for :class:`utils.compare.Variant`: ``steps`` calls of ``step(images, labels)``.
-
-    Batches come from :func:`make_loader` (shuffled, ``drop_last``) through the same device
-    iterator as :func:`train` (``MpDeviceLoader`` on XLA: one graph per step). Each call returns
-    only when the device has finished (XLA: ``wait_device_ops``; eager: the last loss is read), so
-    the timed region holds the work. Returns the images processed.
-
-    Raises:
-        ValueError: fewer than ``steps`` full batches in ``images``.
-    """
-    loader = make_loader(
-        images, labels, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed
-    )
+    """A ``run`` for :class:`utils.compare.Variant`: ``step(images, labels)`` on the next ``steps``
+    batches of ``loader``, waited for; returns the images processed."""
     if len(loader) < steps:
-        raise ValueError(f"{len(loader)} batches of {batch_size} cannot make {steps} steps")
+        raise ValueError(f"{len(loader)} batches cannot make {steps} steps")
 
     def run() -> int:
-        out: object = None
-        for i, (x, y) in enumerate(_device_batches(loader, dev)):
-            out = step(x, y)
-            if i + 1 == steps:
-                break
-        if _is_xla(dev):
-            torch_xla.sync()
-            xm.wait_device_ops()
-        else:
-            first = out[0] if isinstance(out, tuple) else out
-            float(first)  # eager: reading the loss waits for the step
-        return steps * batch_size
+        for _, (x, y) in zip(range(steps), _batches(loader, dev), strict=False):
+            step(x, y)
+        _wait(dev)
+        return steps * loader.batch_size
 
     return run
-
-
-def weights_checksum(model: nn.Module) -> str:
-    """SHA-256 of all parameters' bytes (on the host): equal strings = bit-identical weights."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------- before the runtime
-
-
-def ensure_simulated_devices(count: int) -> int:
-    """Check that this process has ``count`` devices; on the CPU backend, ask for them.
-
-    ``CPU_NUM_DEVICES`` is read once, when the XLA runtime starts: set afterwards, it is
-    silently ignored. So before the runtime starts this sets it; afterwards it raises if the
-    device count differs. On a TPU the count is the chips', and ``count`` is not checked.
-
-    Returns the number of devices (without starting the runtime when it has not started).
-
-    Raises:
-        RuntimeError: the runtime already started with another number of CPU devices.
-    """
-    simulated.check_count(count, "count")
-    if os.environ.get("PJRT_DEVICE") != "CPU":
-        return xr.global_runtime_device_count() if runtime_started() else count
-    if not runtime_started():
-        os.environ["CPU_NUM_DEVICES"] = str(count)
-        return count
-    have = xr.global_runtime_device_count()
-    if have != count:
-        raise RuntimeError(
-            f"This process's XLA runtime already started with {have} CPU device(s), so setting "
-            f"CPU_NUM_DEVICES={count} now changes nothing (it is read once, at start). Restart "
-            "the kernel and set it before the first XLA tensor, or run the multi-device code in "
-            "a fresh process (utils.torch.launch.run_script)."
-        )
-    return have
-
-
-class SpmdTooLateError(RuntimeError):
-    """SPMD was asked for after this process had put tensors on its XLA device."""
-
-
-def enable_spmd() -> None:
-    """``xr.use_spmd()``, but refused once the runtime has started.
-
-    ``xr.use_spmd()`` called late does not raise in torch_xla 2.9: it warns, moves existing
-    tensors to the SPMD device, and on the CPU backend with several devices the process then
-    dies with a segmentation fault at its next computation (seen on this course's machine).
-    This raises a clear error instead and leaves the process as it was.
-
-    Raises:
-        SpmdTooLateError: the runtime started (a tensor or ``torch_xla.device()`` came first).
-    """
-    if runtime_started() or torch_xla._XLAC._xla_get_spmd_config_is_locked():
-        raise SpmdTooLateError(
-            "SPMD must be switched on before anything touches the XLA device, and this process "
-            "has already used it (torch_xla.device() or a tensor). Calling xr.use_spmd() now "
-            "would move every existing tensor and, on the CPU backend, can crash the process. "
-            "Put xr.use_spmd() first in a fresh process: restart the kernel, or run the SPMD "
-            "script in its own process (utils.torch.launch.run_script)."
-        )
-    xr.use_spmd()
-
-
-# --------------------------------------------------------------------------- peak rate
-
-
-def matmul(
-    dev: torch.device, *, n: int = 1024, dtype: torch.dtype = torch.float32
-) -> Callable[[], object]:
-    """A zero-argument callable: one ``(n, n) @ (n, n)`` at ``dtype`` on ``dev``, waited for.
-
-    On an XLA device it is one compiled graph (the first call compiles; later calls reuse it),
-    the same compile path as a torch_xla training step. Time it with
-    :func:`utils.mfu.measured_peak` (or pass :func:`matmul_peak` to ``compare(peaks=...)``).
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    gen = torch.Generator().manual_seed(0)
-    a = (torch.randn(n, n, generator=gen) / n**0.5).to(dtype).to(dev)
-    b = (torch.randn(n, n, generator=gen) / n**0.5).to(dtype).to(dev)
-
-    def product() -> object:
-        out = a @ b
-        if _is_xla(dev):
-            torch_xla.sync()
-            xm.wait_device_ops()
-        else:
-            out[0, 0].item()
-        return out
-
-    return product
 
 
 def matmul_peak(
     dev: torch.device, *, n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int = 3
 ) -> Callable[[], float]:
-    """A callable measuring that matmul's FLOP/s now (:func:`utils.mfu.measured_peak`).
+    """A callable measuring the FLOP/s of one ``(n, n) @ (n, n)`` at ``dtype`` on ``dev`` now
+    (:func:`utils.mfu.measured_peak`): a peak for ``compare(peaks=...)`` on a CPU."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = ((torch.randn(n, n, generator=gen) / n**0.5).to(dtype).to(dev) for _ in range(2))
 
-    Pass it to ``utils.compare.compare(peaks={...})``: it is then measured in every round.
-    """
-    fn = matmul(dev, n=n, dtype=dtype)
-    return lambda: measured_peak(fn, n, repeats=repeats)
+    def product() -> torch.Tensor:
+        out = a @ b  # kept alive, or the lazy graph would have nothing to run
+        _wait(dev)
+        return out
+
+    return lambda: measured_peak(product, n, repeats=repeats)
