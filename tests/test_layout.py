@@ -35,7 +35,7 @@ def _loaded_after_import(module: str) -> list[str]:
 
 
 def test_core_list_is_complete() -> None:
-    assert {"utils.runtime", "utils.tpu_address", "utils.tools.run_course"} <= set(CORE)
+    assert {"utils.runtime", "utils.bootstrap", "utils.tools.run_course"} <= set(CORE)
     assert not any(m.startswith(("utils.tf.", "utils.torch.")) for m in CORE)
 
 
