@@ -12,7 +12,7 @@ tf = pytest.importorskip("tensorflow")
 
 from utils import bootstrap  # noqa: E402
 from utils import runtime as runtime_mod  # noqa: E402
-from utils.tf import peak, strategies, tpu_connect  # noqa: E402
+from utils.tf import peak, strategies  # noqa: E402
 
 
 def tpu_vm_runtime() -> runtime_mod.Runtime:
@@ -49,19 +49,6 @@ def test_tpu_without_tf_tpu_kernels_falls_back_to_the_cpu_and_says_so(capsys, mo
     out = capsys.readouterr().out
     assert out.startswith("CPU STAND-IN:") and "no TPU kernels" in out
     assert tf.__version__ in out and "not on the TPU" in out
-
-
-def test_the_fallback_never_applies_to_an_explicit_address(monkeypatch):
-    called = []
-
-    def refuse(address, **kwargs):
-        called.append(address)
-        raise tpu_connect.TPUConnectionError("tried", "why", "fix")
-
-    monkeypatch.setattr(strategies, "connect_tpu", refuse)
-    with pytest.raises(tpu_connect.TPUConnectionError):
-        strategies.get_strategy(runtime=tpu_vm_runtime(), tpu_address="grpc://127.0.0.1:1")
-    assert called == ["grpc://127.0.0.1:1"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
