@@ -11,6 +11,9 @@ A TPU is a TPU VM: the notebook runs on the TPU's host (Colab, Kaggle, Cloud TPU
 ``/dev/accel<N>`` or Google TPU PCI devices. The number in an accelerator type counts TensorCores
 (two per chip) for v2, v3, v4 and v5p, and chips for v5e and v6e. Odd settings never raise: they
 become lines in ``Runtime.hints``. ``python -m utils.runtime`` prints the table.
+
+:func:`try_resolver` is the bounded trial of TensorFlow's TPU connection (in a fresh process, so
+this one imports nothing), and :data:`TPU_TODAY` says what became of ``COLAB_TPU_ADDR``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ from dataclasses import asdict, dataclass, field
 
 from utils import fresh_process
 
-__all__ = ["FRAMEWORKS", "Runtime", "TPUInfo", "as_dict", "describe", "detect", "parse_cpuinfo"]
+__all__ = [
+    "FRAMEWORKS",
+    "TPU_TODAY",
+    "Runtime",
+    "TPUInfo",
+    "as_dict",
+    "describe",
+    "detect",
+    "parse_cpuinfo",
+    "try_resolver",
+]
 
 # Distributions whose versions are reported, in display order.
 FRAMEWORKS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "torch", "torch_xla", "jax",
@@ -351,6 +364,65 @@ def detect(
 def as_dict(rt: Runtime) -> dict:
     """``rt`` as plain JSON-able data (lists for tuples, a dict or None for ``tpu``)."""
     return json.loads(json.dumps(asdict(rt)))
+
+
+# --------------------------------------------------------------------------- TensorFlow's trial
+
+IMPORT_ALLOWANCE_S = 120.0
+"""Seconds the trial process gets to import TensorFlow (slow on a busy small machine), on top of
+the limit for the TPU steps."""
+
+TPU_TODAY = (
+    "COLAB_TPU_ADDR held the gRPC address of a TPU Node, a TPU on another machine; Google retired "
+    "TPU Nodes (end of life 2025-04-25) and no runtime sets it now. Today's TPUs are TPU VMs: the "
+    "chips are on the notebook's own host, and TensorFlow connects with "
+    "TPUClusterResolver(tpu='local'). The free TPUs (Colab, Kaggle) ship JAX and PyTorch/XLA, not "
+    "TensorFlow's TPU build (tensorflow-tpu): use Keras 3 on JAX there (notebook 02)."
+)
+
+# The trial: the TPU steps in a thread, so the process answers within the limit even when they
+# hang; os._exit ends it with that thread still waiting.
+_TRIAL = """
+import json, os, sys, threading
+import tensorflow as tf
+
+result = {"error": f"no answer within {sys.argv[2]} s"}
+
+def attempt():
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=sys.argv[1])
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        result["error"] = None
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        result["error"] = f"{type(exc).__name__}: {first[:300]}"
+
+thread = threading.Thread(target=attempt, daemon=True)
+thread.start()
+thread.join(float(sys.argv[2]))
+print("RESULT " + json.dumps(result), flush=True)
+os._exit(0)
+"""
+
+
+def try_resolver(tpu: str = "local", *, timeout_s: float = 60.0) -> str | None:
+    """Resolve, connect to and initialise ``tpu`` with TensorFlow in a fresh process.
+
+    Returns None if that worked, else the error's first line (``"NotFoundError: ..."``, ``"no
+    answer within 5.0 s"``). The TPU steps get ``timeout_s``, importing TensorFlow
+    :data:`IMPORT_ALLOWANCE_S` more. Call it before this process imports TensorFlow: on a TPU
+    VM the first process to start a framework on the chips owns them.
+    """
+    try:
+        done = fresh_process.run_python(
+            ["-c", _TRIAL, tpu, str(timeout_s)],
+            env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+            timeout_s=timeout_s + IMPORT_ALLOWANCE_S,
+        )
+        return fresh_process.result_of(done.stdout)["error"]
+    except fresh_process.FreshProcessError as exc:
+        return f"the trial process failed: {str(exc).strip().splitlines()[-1]}"
 
 
 def _tpu_text(tpu: TPUInfo) -> str:

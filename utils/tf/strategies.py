@@ -93,7 +93,7 @@ def _virtual_cpus(n: int) -> list[str]:
 
 
 def _accelerator_strategy(
-    rt: runtime_mod.Runtime, timeout_s: float, allow_cpu_fallback: bool
+    rt: runtime_mod.Runtime, allow_cpu_fallback: bool
 ) -> tf.distribute.Strategy | None:
     """The TPU or GPU strategy, or None for the CPU path (after a note or a loud fallback)."""
     if rt.accelerator == "tpu" and not bootstrap.tf_on_tpu(rt):
@@ -101,9 +101,7 @@ def _accelerator_strategy(
         return None
     if rt.accelerator == "tpu":
         try:
-            return _cached(
-                ("tpu",), lambda: tf.distribute.TPUStrategy(connect_tpu(timeout_s=timeout_s))
-            )
+            return _cached(("tpu",), lambda: tf.distribute.TPUStrategy(connect_tpu()))
         except TPUConnectionError as exc:
             _fall_back(str(exc), allow_cpu_fallback, exc)
             return None
@@ -127,7 +125,6 @@ def get_strategy(
     *,
     virtual_cpus: int | None = None,
     allow_cpu_fallback: bool = False,
-    timeout_s: float = 60.0,
     runtime: runtime_mod.Runtime | None = None,
 ) -> tf.distribute.Strategy:
     """The ``tf.distribute`` strategy for this machine. Safe to call again (results are cached).
@@ -150,7 +147,7 @@ def get_strategy(
     if virtual_cpus is not None:
         simulated.check_count(virtual_cpus, "virtual_cpus")
     rt = runtime_mod.detect() if runtime is None else runtime
-    strategy = _accelerator_strategy(rt, timeout_s, allow_cpu_fallback)
+    strategy = _accelerator_strategy(rt, allow_cpu_fallback)
     if strategy is not None:
         return strategy
     if virtual_cpus is None:
