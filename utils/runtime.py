@@ -396,7 +396,7 @@ def attempt():
         result["error"] = None
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
-        result["error"] = f"{type(exc).__name__}: {first[:300]}"
+        result["error"] = f"{type(exc).__name__}: {first[:160]}"
 
 thread = threading.Thread(target=attempt, daemon=True)
 thread.start()
@@ -409,10 +409,11 @@ os._exit(0)
 def try_resolver(tpu: str = "local", *, timeout_s: float = 60.0) -> str | None:
     """Resolve, connect to and initialise ``tpu`` with TensorFlow in a fresh process.
 
-    Returns None if that worked, else the error's first line (``"NotFoundError: ..."``, ``"no
-    answer within 5.0 s"``). The TPU steps get ``timeout_s``, importing TensorFlow
-    :data:`IMPORT_ALLOWANCE_S` more. Call it before this process imports TensorFlow: on a TPU
-    VM the first process to start a framework on the chips owns them.
+    Returns None if that worked, else the error's first line cut to 160 characters (TensorFlow
+    appends attributes in no fixed order): ``"NotFoundError: ..."``, ``"no answer within 5.0 s"``.
+    The TPU steps get ``timeout_s``, importing TensorFlow :data:`IMPORT_ALLOWANCE_S` more. Call
+    it before this process imports TensorFlow: on a TPU VM the first process to start a
+    framework on the chips owns them.
     """
     try:
         done = fresh_process.run_python(
