@@ -89,7 +89,7 @@ def test_plain_cpu_box(tmp_path: Path) -> None:
         "tensorflow": "2.21.0", "tensorflow-cpu": None, "tensorflow-tpu": None, "torch": None,
         "torch_xla": None, "jax": None, "keras": None, "libtpu": None,
     }  # fmt: skip
-    assert rt.hints[0].startswith("No accelerator found: running on the CPU (2 cores)")
+    assert rt.hints[0].startswith("No accelerator: running on the CPU (2 cores)")
     assert not any("TPU" in h for h in rt.hints)
 
 
@@ -116,21 +116,19 @@ def test_colab_tpu_vm_v5e_1(tmp_path: Path) -> None:
     files = {"/proc/cpuinfo": X86_CPUINFO, "/dev/accel0": "", **tpu_pci(1)}
     rt = detect(env=COLAB_V5E_ENV, root=fake_root(tmp_path, files), run=None, frameworks=NO_TF)
     assert (rt.platform, rt.accelerator) == ("colab", "tpu")
-    assert rt.tpu == TPUInfo(
-        mode="vm", accelerator_type="v5e-1", generation="v5e", chips=1, address="local"
-    )
+    assert rt.tpu == TPUInfo(mode="vm", accelerator_type="v5e-1", generation="v5e", chips=1)
     assert "TPUClusterResolver(tpu='local')" in rt.hints[0]
-    assert "v5e-1, 1 chip" in rt.hints[0]
-    hint = hint_with(rt, "TensorFlow is not installed on this TPU runtime")
+    assert "v5e-1, 1 chip(s)" in rt.hints[0]
+    hint = hint_with(rt, "No TensorFlow here, so TPUStrategy cannot use this TPU")
     assert "Keras 3 + JAX runs on this TPU as installed" in hint and "colabtools#5174" in hint
     hint_with(rt, "One process owns the TPU: restart the runtime")
-    assert not any("do not match" in h for h in rt.hints)
+    assert not any("same major.minor" in h for h in rt.hints)
 
 
 def test_colab_tpu_vm_from_env_only(tmp_path: Path) -> None:
     """No device files readable (e.g. in a container): the variables are enough."""
     rt = detect(env=COLAB_V5E_ENV, root=fake_root(tmp_path), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", "v5e-1", "v5e", 1, "local", None)
+    assert rt.tpu == TPUInfo("vm", "v5e-1", "v5e", 1)
 
 
 def test_tpu_vm_from_devices_only(tmp_path: Path) -> None:
@@ -138,7 +136,7 @@ def test_tpu_vm_from_devices_only(tmp_path: Path) -> None:
     root = fake_root(tmp_path, tpu_pci(4, device="0x006f"))
     rt = detect(env={}, root=root, run=None, frameworks={})
     assert rt.accelerator == "tpu"
-    assert rt.tpu == TPUInfo("vm", None, "v6e", 4, "local", None)
+    assert rt.tpu == TPUInfo("vm", None, "v6e", 4)
 
 
 def test_google_nic_alone_is_not_a_tpu(tmp_path: Path) -> None:
@@ -159,9 +157,8 @@ def test_kaggle_tpu_vm_v5e_8(tmp_path: Path) -> None:
     fw = {"tensorflow": "2.18.0", "jax": "0.7.2"}
     rt = detect(env=env, root=fake_root(tmp_path, files), run=None, frameworks=fw)
     assert (rt.platform, rt.accelerator) == ("kaggle", "tpu")
-    assert rt.tpu == TPUInfo("vm", "v5litepod-8", "v5e", 8, "local", None)
-    hint = hint_with(rt, "without tensorflow-tpu")
-    assert "ConfigureDistributedTPU" in hint and "2.18.0" in hint
+    assert rt.tpu == TPUInfo("vm", "v5litepod-8", "v5e", 8)
+    hint_with(rt, "tensorflow 2.18.0 has no TPU kernels")
     assert not any("multi-host" in h for h in rt.hints)
 
 
@@ -212,42 +209,8 @@ def test_tpu7x_says_tensorflow_is_unsupported(tmp_path: Path) -> None:
         for fn in range(2):
             files.update(pci(f"0000:{0x10 + chip:02x}:00.{fn}", "0x1ae0", "0x0076"))
     rt = detect(env={}, root=fake_root(tmp_path, files), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", None, "tpu7x", 2, "local", None)
+    assert rt.tpu == TPUInfo("vm", None, "tpu7x", 2)
     hint_with(rt, "TensorFlow does not support TPU7x")
-
-
-def test_legacy_colab_tpu_node(tmp_path: Path) -> None:
-    env = {"COLAB_RELEASE_TAG": "release-colab_20240101", "COLAB_TPU_ADDR": "10.1.2.3:8470"}
-    root = fake_root(tmp_path, {"/proc/cpuinfo": X86_CPUINFO})
-    rt = detect(env=env, root=root, run=None, frameworks={"tensorflow": "2.15.0"})
-    assert (rt.platform, rt.accelerator) == ("colab", "tpu")
-    assert rt.tpu == TPUInfo(mode="node", address="grpc://10.1.2.3:8470")
-    assert "TPU Node at grpc://10.1.2.3:8470" in rt.hints[0]
-    assert "TPUClusterResolver(tpu='grpc://10.1.2.3:8470')" in rt.hints[0]
-    assert not any("One process owns" in h for h in rt.hints)
-
-
-def test_cloud_tpu_by_name(tmp_path: Path) -> None:
-    env = {"TPU_NAME": "my-tpu"}
-    rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={"tensorflow": "2.21.0"})
-    assert (rt.platform, rt.accelerator) == ("local", "tpu")
-    assert rt.tpu == TPUInfo(mode="node", name="my-tpu")
-    assert "Cloud TPU 'my-tpu' by name" in rt.hints[0]
-
-
-def test_tpu_name_as_grpc_url_and_local(tmp_path: Path) -> None:
-    root = fake_root(tmp_path)
-    rt = detect(env={"TPU_NAME": "grpc://10.0.0.7:8470"}, root=root, run=None, frameworks={})
-    assert rt.tpu == TPUInfo(mode="node", address="grpc://10.0.0.7:8470")
-    rt = detect(env={"TPU_NAME": "local"}, root=root, run=None, frameworks={})
-    assert rt.tpu is not None and (rt.tpu.mode, rt.tpu.address) == ("vm", "local")
-
-
-def test_tpu_vm_wins_over_a_stale_colab_tpu_addr(tmp_path: Path) -> None:
-    env = {**COLAB_V5E_ENV, "COLAB_TPU_ADDR": "10.1.2.3:8470"}
-    rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={})
-    assert rt.tpu is not None and rt.tpu.mode == "vm"
-    hint_with(rt, "COLAB_TPU_ADDR is set but this is a TPU VM")
 
 
 GPU_INFO = "Model: \t\t {name}\nIRQ:   \t\t 35\nGPU UUID: \t GPU-0000\nBus Location: \t {bus}\n"
@@ -266,7 +229,7 @@ def test_gpu_box_from_proc(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin"}
     rt = detect(env=env, root=fake_root(tmp_path, files), run=runner, frameworks={})
     assert (rt.accelerator, rt.gpus, rt.tpu) == ("gpu", ("Tesla T4", "Tesla T4"), None)
-    assert rt.hints[0].startswith("2 NVIDIA GPUs")
+    assert rt.hints[0].startswith("2 NVIDIA GPU(s)")
 
 
 def test_gpu_box_from_nvidia_smi(tmp_path: Path) -> None:
@@ -286,7 +249,7 @@ def test_gpu_box_from_nvidia_smi(tmp_path: Path) -> None:
     [(args, timeout_s)] = calls
     assert args == [str(exe), "--query-gpu=name", "--format=csv,noheader"]
     assert 0 < timeout_s <= 30
-    assert rt.hints[0].startswith("1 NVIDIA GPU:")
+    assert rt.hints[0].startswith("1 NVIDIA GPU(s)")
 
     def hanging(args: list[str], timeout_s: float) -> str:
         raise subprocess.TimeoutExpired(args, timeout_s)
@@ -297,44 +260,6 @@ def test_gpu_box_from_nvidia_smi(tmp_path: Path) -> None:
     rt = detect(env={"PATH": str(tmp_path)}, root=fake_root(tmp_path), run=runner, frameworks={})
     rt = detect(env={"PATH": str(bindir)}, root=fake_root(tmp_path), run=None, frameworks={})
     assert len(calls) == 1 and rt.gpus == ()
-
-
-@pytest.mark.parametrize(
-    ("value", "problem"),
-    [
-        ("", "is empty"),
-        ("   ", "is empty"),
-        ("10.0.0.2", "has no port; a TPU Node address looks like 10.0.0.2:8470"),
-        ("10.0.0.2:0", "outside 1-65535"),
-        ("10.0.0.2:70000", "has port 70000, outside 1-65535"),
-        ("10.0.0.2:port", "not a number"),
-        ("10.0.0.2:", "not a number"),
-        ("!!garbage!!:8470", "not a host name or IP address"),
-        (":8470", "not a host name or IP address"),
-        ("fe80::1:8470", "is not host:port"),
-        ("x" * 100_000, "has no port"),
-        ("\x00\n\u2603", "has no port"),
-    ],
-)
-def test_malformed_colab_tpu_addr_gives_a_hint(tmp_path: Path, value: str, problem: str) -> None:
-    env = {"COLAB_TPU_ADDR": value}
-    rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={})
-    assert (rt.accelerator, rt.tpu) == ("cpu", None)
-    hint = hint_with(rt, "COLAB_TPU_ADDR=")
-    assert problem in hint
-    assert "unset it" in hint and len(hint) < 400
-    assert describe(rt)  # renders without error
-
-
-def test_good_colab_tpu_addr_variants(tmp_path: Path) -> None:
-    root = fake_root(tmp_path)
-    for value, address in [
-        (" 10.0.0.2:8470 ", "grpc://10.0.0.2:8470"),
-        ("grpc://tpu-host.internal:8470", "grpc://tpu-host.internal:8470"),
-        ("[fd00::2]:8470", "grpc://[fd00::2]:8470"),
-    ]:
-        rt = detect(env={"COLAB_TPU_ADDR": value}, root=root, run=None, frameworks={})
-        assert rt.tpu == TPUInfo(mode="node", address=address), value
 
 
 @pytest.mark.parametrize("value", ["banana", "", "v5e-", "v5e-0", "-8", "v5e_8", "v5e-1x", "🙂"])
@@ -348,21 +273,10 @@ def test_garbage_accelerator_type_gives_a_hint(tmp_path: Path, value: str) -> No
 def test_garbage_accelerator_type_on_a_real_tpu_vm(tmp_path: Path) -> None:
     env = {**COLAB_V5E_ENV, "TPU_ACCELERATOR_TYPE": "???"}
     rt = detect(env=env, root=fake_root(tmp_path, tpu_pci(1)), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", None, "v5e", 1, "local", None)
+    assert rt.tpu == TPUInfo("vm", None, "v5e", 1)
     hint_with(rt, "TPU_ACCELERATOR_TYPE='???' is not a TPU type")
     rt = detect(env={"TPU_ACCELERATOR_TYPE": "v2-7"}, root=fake_root(tmp_path / "b"), run=None)
-    assert rt.tpu is not None and rt.tpu.chips is None
-    hint_with(rt, "should be even")
-
-
-def test_bad_tpu_name_gives_a_hint(tmp_path: Path) -> None:
-    root = fake_root(tmp_path)
-    rt = detect(env={"TPU_NAME": "My TPU!"}, root=root, run=None, frameworks={})
-    assert rt.tpu is None
-    hint_with(rt, "TPU_NAME='My TPU!' is neither a Cloud TPU name")
-    rt = detect(env={"TPU_NAME": "grpc://10.0.0.7:99999"}, root=root, run=None, frameworks={})
-    assert rt.tpu is None
-    hint_with(rt, "outside 1-65535")
+    assert rt.tpu is not None and rt.tpu.chips is None  # v2 counts TensorCores, two per chip
 
 
 def test_garbage_files_never_raise_or_hang(tmp_path: Path) -> None:
@@ -381,8 +295,9 @@ def test_garbage_files_never_raise_or_hang(tmp_path: Path) -> None:
     assert (rt.accelerator, rt.gpus) == ("gpu", ("NVIDIA GPU",))
 
 
-def test_cpu_cores_from_sys_and_cgroup_quota(tmp_path: Path) -> None:
-    root = fake_root(tmp_path, {"/sys/devices/system/cpu/online": "0-5,8,10-11\n"})
+def test_cpu_cores_from_cpuinfo_and_cgroup_quota(tmp_path: Path) -> None:
+    cpuinfo = "".join(f"processor\t: {i}\n\n" for i in range(9))
+    root = fake_root(tmp_path, {"/proc/cpuinfo": cpuinfo})
     assert detect(env={}, root=root, run=None, frameworks={}).cpu_cores == 9
     (root / "sys" / "fs" / "cgroup").mkdir(parents=True)
     (root / "sys" / "fs" / "cgroup" / "cpu.max").write_text("250000 100000\n")
@@ -397,7 +312,7 @@ def test_parse_cpuinfo_x86_and_arm() -> None:
     assert "avx512_bf16" in features and "hypervisor" not in features
     assert list(features) == sorted(features)
     model, features = parse_cpuinfo(ARM_CPUINFO)
-    assert model == "Arm Neoverse-V2"
+    assert model == ""  # ARM's cpuinfo names no model: detect() then names the architecture
     assert features == ("asimd", "asimddp", "bf16", "i8mm", "sve", "sve2")
     assert parse_cpuinfo("") == ("", ())
     assert parse_cpuinfo("garbage\n:::\nflags") == ("", ())
@@ -405,7 +320,7 @@ def test_parse_cpuinfo_x86_and_arm() -> None:
 
 def test_arm_box(tmp_path: Path) -> None:
     rt = detect(env={}, root=fake_root(tmp_path, {"/proc/cpuinfo": ARM_CPUINFO}), run=None)
-    assert (rt.cpu_model, rt.cpu_cores, rt.accelerator) == ("Arm Neoverse-V2", 4, "cpu")
+    assert (rt.cpu_model, rt.cpu_cores, rt.accelerator) == ("unknown", 4, "cpu")
 
 
 @pytest.mark.parametrize(
@@ -415,9 +330,9 @@ def test_arm_box(tmp_path: Path) -> None:
 def test_torch_xla_version_mismatch(tmp_path: Path, torch: str, xla: str, mismatch: bool) -> None:
     fw = {"torch": torch, "torch_xla": xla}
     rt = detect(env={}, root=fake_root(tmp_path), run=None, frameworks=fw)
-    assert any("do not match" in h for h in rt.hints) is mismatch
+    assert any("same major.minor" in h for h in rt.hints) is mismatch
     rt = detect(env={}, root=fake_root(tmp_path), run=None, frameworks={"torch_xla": xla})
-    hint_with(rt, "installed without torch")
+    hint_with(rt, "found none")
 
 
 def test_tensorflow_tpu_without_libtpu(tmp_path: Path) -> None:
@@ -434,8 +349,8 @@ def test_describe_mentions_the_key_facts(tmp_path: Path) -> None:
     rt = detect(env=COLAB_V5E_ENV, root=fake_root(tmp_path, files), run=None, frameworks=NO_TF)
     text = describe(rt)
     facts = [
-        "colab", "TPU VM, v5e-1, generation v5e, 1 chip, address local",
-        "Intel(R) Xeon(R) Processor, 2 cores", "avx512_bf16", "torch_xla 2.9.0",
+        "colab", "TPU VM, v5e-1, 1 chip(s)",
+        "Intel(R) Xeon(R) Processor, 2 core(s)", "avx512_bf16", "torch_xla 2.9.0",
         "tensorflow, tensorflow-cpu, tensorflow-tpu", "tpu='local'", "One process owns the TPU",
     ]  # fmt: skip
     for fact in facts:
@@ -492,42 +407,10 @@ def test_import_and_detect_import_no_framework() -> None:
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-# --------------------------------------------------------------------------- one address grammar
-
-
-@pytest.mark.parametrize(
-    ("value", "tpu"),
-    [
-        ("grpc://10.0.0.2", "grpc://10.0.0.2:8470"),
-        ("grpc://10.0.0.2:8471", "grpc://10.0.0.2:8471"),
-        ("10.0.0.2:8470", "grpc://10.0.0.2:8470"),
-        ("[::1]:8470", "grpc://[::1]:8470"),
-    ],
-)
-def test_detection_and_connection_share_one_address_grammar(value: str, tpu: str) -> None:
-    from utils import tpu_address
-
-    assert tpu_address.parse(value).tpu == tpu
-    rt = runtime.detect(
-        env={"TPU_NAME": value if value.startswith("grpc") else "grpc://" + value},
-        root="/nonexistent",
-        run=lambda *a: "",
-        frameworks={},
-    )
-    assert rt.tpu is not None and rt.tpu.address == tpu
-
-
-@pytest.mark.parametrize("port", ["\u00b2", "8470\u0663", "-1", ""])
-def test_unicode_or_odd_ports_are_hints_not_exceptions(port: str) -> None:
-    from utils import tpu_address
-
-    with pytest.raises(tpu_address.TPUAddressError):
-        tpu_address.parse_grpc(f"127.0.0.1:{port}")
-    rt = runtime.detect(
-        env={"COLAB_TPU_ADDR": f"127.0.0.1:{port}"},
-        root="/nonexistent",
-        run=lambda *a: "",
-        frameworks={},
-    )
-    assert rt.tpu is None
-    assert any("COLAB_TPU_ADDR" in h for h in rt.hints)
+def test_colab_tpu_addr_alone_is_not_a_tpu(tmp_path: Path) -> None:
+    """COLAB_TPU_ADDR named a TPU Node, which no runtime has now: it is not read."""
+    env = {"COLAB_TPU_ADDR": "10.1.2.3:8470", "TPU_NAME": "my-tpu"}
+    rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={})
+    assert (rt.platform, rt.accelerator, rt.tpu) == ("local", "cpu", None)
+    rt = detect(env={"TPU_NAME": "local"}, root=fake_root(tmp_path), run=None, frameworks={})
+    assert rt.tpu == TPUInfo("vm")

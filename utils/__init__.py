@@ -6,7 +6,7 @@ stack's subpackage only, and the core from anywhere.
 
 Core (framework-free, at any depth: ``tests/test_layout.py`` reads every import with ``ast``,
 and imports each core module in a fresh interpreter):
-- set-up: ``runtime`` (where am I running), ``tpu_address`` (the one grammar for TPU addresses),
+- set-up: ``runtime`` (where am I running),
   ``bootstrap`` (the set-up cell: quiet logs, the right packages), ``parameters`` (checked
   notebook parameters: ``Range``, ``Choice``, ``check_params``, ``check_together``),
   ``simulated_devices`` (N XLA devices on one CPU, per-device batch), ``backend_setup`` (Keras

@@ -49,10 +49,7 @@ def filtered_stderr(patterns: Sequence[re.Pattern[str]] = NOISE) -> Iterator[Non
             os.dup2(saved, 2)
             os.close(saved)
             capture.seek(0)
-            text = capture.read().decode("utf-8", errors="replace")
-            kept = [
-                line for line in text.splitlines() if line.strip() and not is_noise(line, patterns)
-            ]
-            if kept:
-                sys.stderr.write("\n".join(kept) + "\n")
-                sys.stderr.flush()
+            lines = capture.read().decode("utf-8", errors="replace").splitlines()
+            kept = "".join(f"{ln}\n" for ln in lines if ln.strip() and not is_noise(ln, patterns))
+            sys.stderr.write(kept)
+            sys.stderr.flush()
