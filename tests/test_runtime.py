@@ -116,7 +116,7 @@ def test_colab_tpu_vm_v5e_1(tmp_path: Path) -> None:
     files = {"/proc/cpuinfo": X86_CPUINFO, "/dev/accel0": "", **tpu_pci(1)}
     rt = detect(env=COLAB_V5E_ENV, root=fake_root(tmp_path, files), run=None, frameworks=NO_TF)
     assert (rt.platform, rt.accelerator) == ("colab", "tpu")
-    assert rt.tpu == TPUInfo(mode="vm", accelerator_type="v5e-1", generation="v5e", chips=1)
+    assert rt.tpu == TPUInfo(accelerator_type="v5e-1", generation="v5e", chips=1)
     assert "TPUClusterResolver(tpu='local')" in rt.hints[0]
     assert "v5e-1, 1 chip(s)" in rt.hints[0]
     hint = hint_with(rt, "No TensorFlow here, so TPUStrategy cannot use this TPU")
@@ -128,7 +128,7 @@ def test_colab_tpu_vm_v5e_1(tmp_path: Path) -> None:
 def test_colab_tpu_vm_from_env_only(tmp_path: Path) -> None:
     """No device files readable (e.g. in a container): the variables are enough."""
     rt = detect(env=COLAB_V5E_ENV, root=fake_root(tmp_path), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", "v5e-1", "v5e", 1)
+    assert rt.tpu == TPUInfo("v5e-1", "v5e", 1)
 
 
 def test_tpu_vm_from_devices_only(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_tpu_vm_from_devices_only(tmp_path: Path) -> None:
     root = fake_root(tmp_path, tpu_pci(4, device="0x006f"))
     rt = detect(env={}, root=root, run=None, frameworks={})
     assert rt.accelerator == "tpu"
-    assert rt.tpu == TPUInfo("vm", None, "v6e", 4)
+    assert rt.tpu == TPUInfo(None, "v6e", 4)
 
 
 def test_google_nic_alone_is_not_a_tpu(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_kaggle_tpu_vm_v5e_8(tmp_path: Path) -> None:
     fw = {"tensorflow": "2.18.0", "jax": "0.7.2"}
     rt = detect(env=env, root=fake_root(tmp_path, files), run=None, frameworks=fw)
     assert (rt.platform, rt.accelerator) == ("kaggle", "tpu")
-    assert rt.tpu == TPUInfo("vm", "v5litepod-8", "v5e", 8)
+    assert rt.tpu == TPUInfo("v5litepod-8", "v5e", 8)
     hint_with(rt, "tensorflow 2.18.0 has no TPU kernels")
     assert not any("multi-host" in h for h in rt.hints)
 
@@ -189,7 +189,7 @@ def test_chips_from_accelerator_type(
 ) -> None:
     rt = detect(env={"TPU_ACCELERATOR_TYPE": acc_type}, root=fake_root(tmp_path), run=None)
     assert rt.tpu is not None
-    assert (rt.tpu.mode, rt.tpu.generation, rt.tpu.chips) == ("vm", generation, chips)
+    assert (rt.tpu.generation, rt.tpu.chips) == (generation, chips)
     assert rt.tpu.accelerator_type == acc_type.strip()
 
 
@@ -209,7 +209,7 @@ def test_tpu7x_says_tensorflow_is_unsupported(tmp_path: Path) -> None:
         for fn in range(2):
             files.update(pci(f"0000:{0x10 + chip:02x}:00.{fn}", "0x1ae0", "0x0076"))
     rt = detect(env={}, root=fake_root(tmp_path, files), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", None, "tpu7x", 2)
+    assert rt.tpu == TPUInfo(None, "tpu7x", 2)
     hint_with(rt, "TensorFlow does not support TPU7x")
 
 
@@ -273,7 +273,7 @@ def test_garbage_accelerator_type_gives_a_hint(tmp_path: Path, value: str) -> No
 def test_garbage_accelerator_type_on_a_real_tpu_vm(tmp_path: Path) -> None:
     env = {**COLAB_V5E_ENV, "TPU_ACCELERATOR_TYPE": "???"}
     rt = detect(env=env, root=fake_root(tmp_path, tpu_pci(1)), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm", None, "v5e", 1)
+    assert rt.tpu == TPUInfo(None, "v5e", 1)
     hint_with(rt, "TPU_ACCELERATOR_TYPE='???' is not a TPU type")
     rt = detect(env={"TPU_ACCELERATOR_TYPE": "v2-7"}, root=fake_root(tmp_path / "b"), run=None)
     assert rt.tpu is not None and rt.tpu.chips is None  # v2 counts TensorCores, two per chip
@@ -413,4 +413,4 @@ def test_colab_tpu_addr_alone_is_not_a_tpu(tmp_path: Path) -> None:
     rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={})
     assert (rt.platform, rt.accelerator, rt.tpu) == ("local", "cpu", None)
     rt = detect(env={"TPU_NAME": "local"}, root=fake_root(tmp_path), run=None, frameworks={})
-    assert rt.tpu == TPUInfo("vm")
+    assert rt.tpu == TPUInfo()

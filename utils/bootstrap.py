@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from utils import runtime
+from utils.results import version
 
 # Environment defaults that keep notebook output readable and comparable under nbval.
 QUIET_ENV: Mapping[str, str] = {
@@ -90,10 +91,7 @@ def is_installed(module: str) -> bool:
 
 def installed_version(distribution: str) -> str | None:
     """The installed version of a distribution (e.g. ``"torch"``), or None."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return version(distribution)
 
 
 def _minor(version: str) -> str:
@@ -178,7 +176,7 @@ def stack_status(
     return [
         _keras_jax_status(v, on_tpu),
         _tf_tpu_strategy_status(rt, v),
-        _torch_xla_status(v, on_tpu, tpu_vm=on_tpu and rt.tpu is not None and rt.tpu.mode == "vm"),
+        _torch_xla_status(v, on_tpu),
         _torch_tpu_status(v, on_tpu),
     ]
 
@@ -207,9 +205,6 @@ def _tf_tpu_strategy_status(rt: runtime.Runtime, v: Mapping[str, str | None]) ->
         return StackStatus("TF TPUStrategy", "CPU only", f"{detail}; no TPU here")
     if rt.tpu is not None and rt.tpu.generation == "tpu7x":
         return StackStatus("TF TPUStrategy", "not supported", "TensorFlow does not support TPU7x")
-    if rt.tpu is not None and rt.tpu.mode == "node":
-        return StackStatus("TF TPUStrategy", "works as shipped" if dist else "needs install",
-                           "legacy TPU Node: TensorFlow drives it over gRPC")  # fmt: skip
     if dist == "tensorflow-tpu":
         return StackStatus(
             "TF TPUStrategy",
@@ -228,11 +223,11 @@ def _tf_tpu_strategy_status(rt: runtime.Runtime, v: Mapping[str, str | None]) ->
                        "googlecolab/colabtools#5174)")  # fmt: skip
 
 
-def _torch_xla_status(v: Mapping[str, str | None], on_tpu: bool, *, tpu_vm: bool) -> StackStatus:
+def _torch_xla_status(v: Mapping[str, str | None], on_tpu: bool) -> StackStatus:
     """PyTorch/XLA: torch and torch_xla of one minor version."""
     torch, xla = v.get("torch"), v.get("torch_xla")
     if torch and xla and _minor(torch) == _minor(xla):
-        verdict = "CPU only" if not on_tpu else "works as shipped" if tpu_vm else "not supported"
+        verdict = "works as shipped" if on_tpu else "CPU only"
         return StackStatus("torch_xla", verdict, f"torch {torch}, torch_xla {xla} (PJRT)")
     if torch and xla:
         return StackStatus("torch_xla", "needs install",
@@ -382,7 +377,7 @@ def prepare(
     read_versions = versions is None
     v = _installed_versions(STACK_DISTRIBUTIONS) if read_versions else dict(versions)
     rt = runtime.detect(env=env, frameworks={**{n: None for n in runtime.FRAMEWORKS}, **v})
-    on_tpu_vm = rt.accelerator == "tpu" and rt.tpu is not None and rt.tpu.mode == "vm"
+    on_tpu_vm = rt.accelerator == "tpu" and rt.tpu is not None
     if rt.accelerator == "tpu":
         print("What runs on this TPU (utils.bootstrap.stack_status):")
         print(describe_stacks(stack_status(rt, v)))
@@ -470,7 +465,7 @@ def _prepared(rt: runtime.Runtime, v: Mapping[str, str | None], *, show: bool) -
         tf_on_device, note = tf_host, ""
     elif tpu.generation == "tpu7x":
         tf_on_device, note = False, "TensorFlow does not support TPU7x: JAX or PyTorch run it"
-    elif tpu.mode == "node" or dist == "tensorflow-tpu":
+    elif dist == "tensorflow-tpu":
         tf_on_device, note = tf_host, ""
     else:
         tf_on_device = False

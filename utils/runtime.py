@@ -72,13 +72,11 @@ class TPUInfo:
     """The TPU on this host.
 
     Attributes:
-        mode: ``"vm"``: the chips are on this host (the only kind there is today).
         accelerator_type: the type as the runtime names it (``"v5e-1"``, ``"v2-8"``), if known.
         generation: ``"v2"``, ``"v4"``, ``"v5e"``, ``"v5p"``, ``"v6e"``, ``"tpu7x"``... if known.
         chips: TPU chips this host sees (a multi-host slice has more in total), if known.
     """
 
-    mode: str = "vm"
     accelerator_type: str | None = None
     generation: str | None = None
     chips: int | None = None
@@ -244,7 +242,7 @@ def _detect_tpu(env: Mapping[str, str], root: str, hints: list[str]) -> TPUInfo 
             f"This host sees {chips} of the slice's {slice_chips} chips: a multi-host "
             "slice runs the same program on every worker."
         )
-    return TPUInfo("vm", acc_type, generation, chips or None)
+    return TPUInfo(acc_type, generation, chips or None)
 
 
 def major_minor(version: str | None) -> tuple[int, int] | None:
