@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from utils import ROOT
 from tests.nbcells import function_ast, saved_script, script_ast, shown_function
+from utils import ROOT
 
 # (notebook, function, the utils module that holds the original)
 SHOWN = [
