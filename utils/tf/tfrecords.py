@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -170,7 +171,7 @@ def iterate_checked(dataset: tf.data.Dataset, manifest: Manifest) -> Iterator[An
                 for _ in tf.data.TFRecordDataset(path):
                     count += 1
             except tf.errors.DataLossError as bad:
-                reason = bad.message.splitlines()[0]
+                reason = re.sub(r"\{\{.*?\}\}|'|\[Op:.*", "", bad.message, flags=re.S).strip()
                 raise ShardError(
                     f"Shard {path} is damaged after {count} of {expected} records ({reason}). "
                     "Write it again or copy it again from the source."
