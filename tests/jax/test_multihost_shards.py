@@ -1,4 +1,4 @@
-"""Per-host input files (utils.jax.multihost_input): each process's files give it exactly its rows
+"""Per-host input files (utils.jax.multihost_env): each process's files give it exactly its rows
 of every global batch, for any process count, and together the processes read an epoch once."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("jax")
 
-from utils.jax import multihost_input  # noqa: E402
+from utils.jax import multihost_env  # noqa: E402
 
 
 def _read(directory, rank, n, global_batch, files):
     names = sorted(p.name for p in directory.iterdir())
-    mine = multihost_input.my_files(names, rank, n)
+    mine = multihost_env.my_files(names, rank, n)
     ids = [np.load(directory / f)["ids"] for f in mine]
     slot = global_batch // files
     steps = len(ids[0]) // slot
@@ -24,7 +24,7 @@ def _read(directory, rank, n, global_batch, files):
 def test_each_process_reads_its_rows_and_the_epoch_exactly_once(tmp_path, n):
     images = np.arange(128 * 2, dtype=np.uint8).reshape(128, 2)
     labels = np.arange(128) % 10
-    multihost_input.write_shards(tmp_path, images, labels, global_batch=32, files=8)
+    multihost_env.write_shards(tmp_path, images, labels, global_batch=32, files=8)
     per = [_read(tmp_path, r, n, 32, 8) for r in range(n)]
     for step in range(128 // 32):
         global_batch = np.concatenate([per[r][step] for r in range(n)])
@@ -39,14 +39,14 @@ def test_each_process_reads_its_rows_and_the_epoch_exactly_once(tmp_path, n):
 def test_bad_layouts_are_named(tmp_path):
     x, y = np.zeros((100, 1)), np.zeros(100)
     with pytest.raises(ValueError, match="whole number of global batches"):
-        multihost_input.write_shards(tmp_path, x, y, global_batch=32, files=8)
+        multihost_env.write_shards(tmp_path, x, y, global_batch=32, files=8)
     with pytest.raises(ValueError, match="equal slots"):
-        multihost_input.write_shards(tmp_path, x[:96], y[:96], global_batch=32, files=3)
+        multihost_env.write_shards(tmp_path, x[:96], y[:96], global_batch=32, files=3)
     names = [f"shard-{i:05d}-of-00008.npz" for i in range(8)]
     with pytest.raises(ValueError, match="do not split evenly over 3"):
-        multihost_input.my_files(names, 0, 3)
+        multihost_env.my_files(names, 0, 3)
     with pytest.raises(ValueError, match="incomplete shard set"):
-        multihost_input.my_files(names[:-1], 0, 1)
+        multihost_env.my_files(names[:-1], 0, 1)
     with pytest.raises(FileNotFoundError):
-        multihost_input.my_files(["notes.txt"], 0, 1)
-    assert multihost_input.my_files(names[::-1] + ["notes.txt"], 1, 4) == names[2:4]
+        multihost_env.my_files(["notes.txt"], 0, 1)
+    assert multihost_env.my_files(names[::-1] + ["notes.txt"], 1, 4) == names[2:4]
