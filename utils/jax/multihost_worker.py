@@ -73,7 +73,7 @@ def main(args):
     # 6. A metric gathered from every host: each host's step time (a straggler shows here).
     mine = np.median(run["step_s"][1:] or run["step_s"])  # step 0 includes tracing, compiling
     every = multihost_utils.process_allgather(mine)  # one value per process, the same on all
-    print(f"median step per process (ms): {np.round(every * 1e3, 1).tolist()}", flush=True)
+    print(f"median step per process (ms): {[round(float(t) * 1e3, 1) for t in every]}", flush=True)
     save_results(epath.Path(args.out), rank, state, run, start)
     multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
     jax.distributed.shutdown()
