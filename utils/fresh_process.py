@@ -108,12 +108,13 @@ def _stat(pid: int | str) -> list[str] | None:
 
 def _running(field: int, value: int) -> list[int]:
     """Pids of running (not zombie) processes whose stat ``field`` (1 ppid, 2 pgrp) is ``value``."""
-    found = [(int(e), _stat(e)) for e in os.listdir("/proc") if e.isdigit()]
+    pids = os.listdir("/proc") if os.path.isdir("/proc") else []  # Linux; elsewhere none seen
+    found = [(int(e), _stat(e)) for e in pids if e.isdigit()]
     return [p for p, f in found if f and f[field] == str(value) and f[0] not in "ZX"]
 
 
 def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
+    """True if ``pid`` exists and is not a zombie (Linux ``/proc``; elsewhere always False)."""
     fields = _stat(pid)
     return fields is not None and fields[0] not in "ZX"
 
