@@ -12,13 +12,13 @@ and imports each core module in a fresh interpreter):
   ``simulated_devices`` (N XLA devices on one CPU, per-device batch), ``backend_setup`` (Keras
   backend and JAX devices chosen before import, checked after), ``native_logs`` (C++ log noise).
 - data and results: ``data`` (CIFAR-10, real or an announced stand-in), ``results`` (results
-  files), ``checkpoints`` (atomic ``.npz`` checkpoints).
+  files).
 - measuring: ``compare`` (interleaved rounds -> a verdict with an interval: every speed claim),
   ``bench``, ``throughput``, ``flops``, ``mfu``, ``roofline``, ``systolic``,
   ``timeline``, ``trace_summary``; drawing: ``hardware_plots``, ``training_plots``.
 - processes: ``fresh_process`` (the one child-process runner), ``launcher`` (a multi-host job
-  rehearsed on 127.0.0.1), ``tf_cluster`` (``TF_CONFIG``, checked before TensorFlow reads it),
-  ``script_cells`` (``%%save_script``: a visible cell saved as a script for a fresh process).
+  rehearsed on 127.0.0.1), ``script_cells`` (``%%save_script``: a visible cell saved as a script
+  for a fresh process).
 
 Stacks (importing loads the framework): ``utils.tf`` (TensorFlow), ``utils.keras`` (Keras 3, any
 backend), ``utils.torch`` (PyTorch and torch_xla), ``utils.jax`` (JAX).

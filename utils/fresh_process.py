@@ -1,23 +1,18 @@
 """The course's one way to run a child process: its own session, bounded, nothing left behind.
 
-Some things can only happen once per process: TensorFlow's virtual CPU devices are fixed when TF
-starts, torch_xla's launcher needs a process that has not touched the XLA device, a TPU probe that
-hangs must not hang the notebook, and memory growth is only honest in a clean heap. Notebooks,
-tests, the multi-host launcher (:mod:`utils.launcher`), the TPU probe (``utils.tf.tpu_connect``)
-and the torch_xla runner (``utils.torch.launch``) all start children here:
+Some things happen only once per process (TensorFlow's virtual CPUs, JAX's device count,
+torch_xla's launcher), a probe that hangs must not hang the notebook, and memory is only honest
+in a clean heap. Every child starts here:
 
-- :func:`child_env`: this process's environment plus ``env``, with the course importable
-  (``PYTHONPATH`` starts with :data:`utils.ROOT`);
-- :func:`spawn`: start a command in a session (process group) of its own, killed with every
-  group still live by an ``atexit`` hook (and, if asked, when this process dies: Linux
-  ``PR_SET_PDEATHSIG``);
-- :func:`stop`: SIGTERM the whole group, SIGKILL it after a grace period, reap the child and wait
-  (bounded) until no member of the group is left running;
-- :func:`run_child`: spawn, wait up to a timeout, stop; returns the output also on a timeout;
+- :func:`child_env`: this environment plus ``env``, the course first on ``PYTHONPATH``;
+- :func:`spawn`: start a command in a process group of its own, killed at interpreter exit
+  (and, if asked, when this process dies: Linux ``PR_SET_PDEATHSIG``);
+- :func:`stop`: SIGTERM the groups, SIGKILL them after a grace period, reap, wait until gone;
+- :func:`run_child`: spawn, wait up to a timeout, stop; the output comes back also on a timeout;
 - :func:`run_python` / :func:`run_python_json`: ``python <args>`` from the course root; a
   failure or a timeout raises :class:`FreshProcessError` ending with the tail of the output.
 
-Framework-free.
+Framework-free. Process lookups read Linux's ``/proc``.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +34,7 @@ from typing import Any
 from utils import ROOT
 
 RESULT_PREFIX = "RESULT "
-
-# Process groups started by this interpreter and not yet stopped; killed at exit.
-_LIVE_GROUPS: set[int] = set()
+_LIVE_GROUPS: set[int] = set()  # groups started here and not yet stopped; killed at exit
 
 
 class FreshProcessError(RuntimeError):
@@ -55,15 +48,12 @@ def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    def preexec() -> None:  # runs in the child between fork and exec (Linux)
-        with contextlib.suppress(Exception):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed if the parent dies
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return preexec
+def _die_with_parent(parent: int) -> None:
+    """Runs in the child between fork and exec: SIGKILL it when ``parent`` dies (Linux)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def spawn(
@@ -77,12 +67,10 @@ def spawn(
 ) -> subprocess.Popen[str]:
     """Start ``args`` in a new session (its pid is the group id), stdin closed, text output.
 
-    ``env`` is the child's whole environment (build it with :func:`child_env`). The group is
-    registered for :func:`stop` and for the kill at interpreter exit. ``die_with_parent``
-    (Linux): the child is SIGKILLed if this process dies without cleaning up; it needs a Python
-    hook between fork and exec, which JAX warns about in a process that imported it.
+    ``env`` is the child's whole environment (default :func:`child_env`). ``die_with_parent``
+    needs a Python hook between fork and exec, which JAX warns about in a process that has it.
     """
-    linux = sys.platform.startswith("linux") and die_with_parent
+    parent = os.getpid()
     proc = subprocess.Popen(
         list(args),
         stdin=subprocess.DEVNULL,
@@ -92,7 +80,7 @@ def spawn(
         env=dict(env) if env is not None else child_env(),
         text=True,
         start_new_session=True,  # own process group: one killpg reaches its children too
-        preexec_fn=_die_with_parent(os.getpid()) if linux else None,
+        preexec_fn=(lambda: _die_with_parent(parent)) if die_with_parent else None,
     )
     _LIVE_GROUPS.add(proc.pid)
     return proc
@@ -110,9 +98,6 @@ def _kill_all_live_groups() -> None:
         _LIVE_GROUPS.discard(pgid)
 
 
-_HAS_PROC = Path("/proc/self").exists()  # Linux
-
-
 def _stat(pid: int | str) -> list[str] | None:
     """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, ...; None if gone."""
     try:
@@ -121,61 +106,51 @@ def _stat(pid: int | str) -> list[str] | None:
         return None
 
 
+def _running(field: int, value: int) -> list[int]:
+    """Pids of running (not zombie) processes whose stat ``field`` (1 ppid, 2 pgrp) is ``value``."""
+    pids = os.listdir("/proc") if os.path.isdir("/proc") else []  # Linux; elsewhere none seen
+    found = [(int(e), _stat(e)) for e in pids if e.isdigit()]
+    return [p for p, f in found if f and f[field] == str(value) and f[0] not in "ZX"]
+
+
 def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie (Linux ``/proc``; ``kill -0`` elsewhere)."""
-    if _HAS_PROC:
-        fields = _stat(pid)
-        return fields is not None and fields[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def group_members(pgid: int) -> list[int]:
-    """Pids of the running (not zombie) processes of group ``pgid`` (Linux; else the leader)."""
-    if not _HAS_PROC:
-        return [pgid] if pid_alive(pgid) else []
-    found = [(int(e), _stat(e)) for e in os.listdir("/proc") if e.isdigit()]
-    return [pid for pid, f in found if f and f[2] == str(pgid) and f[0] not in ("Z", "X")]
+    """True if ``pid`` exists and is not a zombie (Linux ``/proc``; elsewhere always False)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in "ZX"
 
 
 def children(pid: int) -> list[int]:
-    """Pids of the running (not zombie) children of ``pid`` (Linux; elsewhere none)."""
-    found = [(int(e), _stat(e)) for e in os.listdir("/proc") if e.isdigit()] if _HAS_PROC else []
-    return [c for c, f in found if f and f[1] == str(pid) and f[0] not in ("Z", "X")]
+    """Pids of the running children of ``pid``."""
+    return _running(1, pid)
 
 
-def stop(proc: subprocess.Popen[Any], *, grace_s: float = 0.0, gone_within_s: float = 30.0) -> None:
-    """Stop ``proc``'s whole group: SIGTERM, ``grace_s`` to exit, then SIGKILL; reap; wait.
+def stop(*procs: subprocess.Popen[Any], grace_s: float = 0.0, gone_within_s: float = 30.0) -> None:
+    """Stop each process's whole group: SIGTERM, ``grace_s`` to exit, SIGKILL; reap; wait.
 
-    Returns once the child is reaped and no member of its group is running, or after
-    ``gone_within_s`` (a process in uninterruptible sleep can outlast a SIGKILL for a while;
-    on a loaded machine the kernel may take seconds to tear a killed process down).
+    Returns once every child is reaped and no member of its group runs, or after
+    ``gone_within_s`` (a loaded kernel can take seconds to tear a killed process down).
     """
-    if grace_s > 0 and proc.poll() is None:
-        _kill_group(proc.pid, signal.SIGTERM)
-        end_by = time.monotonic() + grace_s
-        while proc.poll() is None and time.monotonic() < end_by:
-            time.sleep(0.02)
-    _kill_group(proc.pid, signal.SIGKILL)  # the whole group, also children that ignored SIGTERM
-    with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
-        proc.wait(timeout=gone_within_s)
+    live = [p for p in procs if p.poll() is None]
+    for p in live if grace_s > 0 else []:
+        _kill_group(p.pid, signal.SIGTERM)
+    end_by = time.monotonic() + grace_s
+    while any(p.poll() is None for p in live) and time.monotonic() < end_by:
+        time.sleep(0.02)
     end_by = time.monotonic() + gone_within_s
-    while group_members(proc.pid) and time.monotonic() < end_by:
-        _kill_group(proc.pid, signal.SIGKILL)
-        time.sleep(0.05)
-    _LIVE_GROUPS.discard(proc.pid)
+    for p in procs:
+        _kill_group(p.pid, signal.SIGKILL)  # the whole group, also children that ignored SIGTERM
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+            p.wait(timeout=gone_within_s)
+        while _running(2, p.pid) and time.monotonic() < end_by:
+            _kill_group(p.pid, signal.SIGKILL)
+            time.sleep(0.05)
+        _LIVE_GROUPS.discard(p.pid)
 
 
 @dataclass(frozen=True)
 class ChildRun:
     """What :func:`run_child` saw: exit status (None: it never ended), output, timed out or not."""
 
-    args: list[str]
     returncode: int | None
     stdout: str
     stderr: str
@@ -196,9 +171,8 @@ def run_child(
 ) -> ChildRun:
     """Run ``args`` (see :func:`spawn`) for at most ``timeout_s``; never raises for a failure.
 
-    On a timeout or Ctrl-C the whole session is killed, so neither the child nor anything it
-    started outlives the call, and a grandchild holding the output pipe open cannot make the wait
-    hang. The output read so far comes back also when the child timed out.
+    On a timeout or Ctrl-C the whole session is killed, so nothing it started outlives the call
+    and a grandchild holding the output pipe open cannot make the wait hang.
     """
     start = time.monotonic()
     proc = spawn(args, env=env, cwd=cwd, stderr=stderr)
@@ -212,39 +186,24 @@ def run_child(
             out, err = proc.communicate(timeout=10)  # the output so far; pipes close with the group
         except (subprocess.TimeoutExpired, ValueError, OSError):
             out, err = "", ""
-    finally:  # also on Ctrl-C: the child's whole session goes, and anything it left running
+    finally:  # also on Ctrl-C
         stop(proc)
-    return ChildRun(
-        list(args),
-        None if timed_out else proc.returncode,
-        out or "",
-        err or "",
-        timed_out,
-        time.monotonic() - start,
-    )
+    code = None if timed_out else proc.returncode
+    return ChildRun(code, out or "", err or "", timed_out, time.monotonic() - start)
 
 
 def run_python(
-    args: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = 300.0,
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float = 300.0
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python <args>`` from the course root with ``utils`` importable.
-
-    ``env`` adds to (and overrides) this process's environment (TensorFlow's C++ logs are quiet
-    unless ``env`` says otherwise). Raises :class:`FreshProcessError` with the tail of the output
-    if the child exits non-zero or runs past ``timeout_s``.
-    """
+    """Run ``python <args>`` from the course root, ``env`` added to this environment (TensorFlow's
+    C++ logs quiet unless ``env`` says otherwise); a failure or timeout raises
+    :class:`FreshProcessError` with the tail of the output."""
     command = [sys.executable, *args]
-    done = run_child(
-        command, env=child_env({"TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}), timeout_s=timeout_s
-    )
+    env = child_env({"TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
+    done = run_child(command, env=env, timeout_s=timeout_s)
     if done.timed_out:
-        raise FreshProcessError(
-            f"{' '.join(command)[:200]} ran past {timeout_s:.0f} s; its output so far:\n"
-            f"{done.tail()}"
-        )
+        why = f"{' '.join(command)[:200]} ran past {timeout_s:.0f} s; its output so far"
+        raise FreshProcessError(f"{why}:\n{done.tail()}")
     if done.returncode != 0:
         raise FreshProcessError(
             f"fresh Python process exited with {done.returncode}:\n{done.tail()}"
@@ -253,12 +212,8 @@ def run_python(
 
 
 def result_of(output: str, *, context: str | None = None) -> Any:
-    """The JSON after the last ``RESULT `` line of ``output``.
-
-    Raises:
-        FreshProcessError: no such line; the message ends with the tail of ``context``
-            (default ``output``).
-    """
+    """The JSON after the last ``RESULT `` line of ``output``; :class:`FreshProcessError` if none
+    (its message ends with the tail of ``context``, default ``output``)."""
     lines = [ln for ln in output.splitlines() if ln.startswith(RESULT_PREFIX)]
     if not lines:
         tail = (output if context is None else context)[-3000:]
@@ -267,14 +222,8 @@ def result_of(output: str, *, context: str | None = None) -> Any:
 
 
 def run_python_json(
-    code: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout_s: float = 300.0,
+    code: str, *, env: Mapping[str, str] | None = None, timeout_s: float = 300.0
 ) -> Any:
-    """Run ``code`` in a fresh interpreter; return the JSON it printed after ``RESULT ``.
-
-    The code reports with ``print("RESULT " + json.dumps(value))``; the last such line wins.
-    """
+    """Run ``code`` in a fresh interpreter; return the JSON it printed after ``RESULT ``."""
     done = run_python(["-c", code], env=env, timeout_s=timeout_s)
     return result_of(done.stdout, context=done.stdout + done.stderr)

@@ -2,28 +2,20 @@
 
 Framework-free: this module must run *before* JAX is imported. XLA reads
 ``--xla_force_host_platform_device_count=N`` from ``XLA_FLAGS`` when JAX creates its CPU backend,
-so the flag is useless once JAX has been imported (it may already hold the backend); then the
-program would quietly run on one device. :func:`request` refuses that case loudly.
+so once JAX is imported the flag may come too late and the program would quietly run on one
+device; :func:`request` refuses that case loudly.
 
 - :func:`check_count`: the one rule for a simulated device count, whichever framework reads it
   (JAX's ``XLA_FLAGS``, TensorFlow's logical CPUs, torch_xla's ``CPU_NUM_DEVICES``, the
-  multi-host workers' ``SIMULATED_DEVICES``): a whole number in ``1..``:data:`MAX_COUNT`, per
-  process; :func:`default_count`: the one default, :data:`DEFAULT_TOTAL` devices in all.
-- :func:`request`: put the flag into ``XLA_FLAGS`` (replacing an older count), or raise
-  :class:`JaxAlreadyImported` saying to restart the kernel.
-- :func:`child_flags`: the same ``XLA_FLAGS`` for a fresh child process (this one may hold JAX).
-- :func:`check_device_count`: after import, the devices JAX sees are the devices asked for.
+  multi-host workers' ``SIMULATED_DEVICES``); :func:`default_count`: :data:`DEFAULT_TOTAL` in all.
+- :func:`request`: the count into ``XLA_FLAGS``; :func:`child_flags`: the same for a child.
+- :func:`check_device_count`: after import, JAX sees the devices asked for.
 - :func:`per_device_batch`: the global batch split evenly over the devices, or a clear error.
 
-On a TPU nothing is simulated: use every chip JAX sees (the flag only affects the CPU platform).
-
-**Patient collectives.** Simulated devices are threads sharing the host's cores. When one device's
-thread reaches an all-reduce late, XLA's CPU runtime logs "may be stuck" after 20 s and *ends the
-process* 40 s later (``--xla_cpu_collective_call_warn_stuck_timeout_seconds`` and
-``--xla_cpu_collective_call_terminate_timeout_seconds``, defaults 20 and 40). On a shared 2-core
-machine eight simulated devices were seen 20 s late in one step, so :func:`request` also raises
-both limits (:data:`PATIENCE_FLAGS`) where the installed jaxlib is known to accept them (XLA aborts
-on a flag it does not know).
+**Patient collectives.** Simulated devices are threads sharing the host's cores. XLA's CPU runtime
+ends the process when one device reaches an all-reduce 40 s after the others, which a busy 2-core
+machine has seen, so :func:`request` raises that limit (:data:`PATIENCE_FLAGS`) where the
+installed jaxlib accepts the flags (XLA aborts on a flag it does not know).
 """
 
 from __future__ import annotations
@@ -33,22 +25,6 @@ import os
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
-
-__all__ = [
-    "DEFAULT_TOTAL",
-    "FLAG",
-    "MAX_COUNT",
-    "PATIENCE_FLAGS",
-    "JaxAlreadyImported",
-    "accepts_patience",
-    "check_count",
-    "check_device_count",
-    "child_flags",
-    "default_count",
-    "per_device_batch",
-    "request",
-    "requested_count",
-]
 
 FLAG = "--xla_force_host_platform_device_count"
 _FLAG_RE = re.compile(re.escape(FLAG) + r"=(\S*)")
@@ -61,12 +37,12 @@ MAX_COUNT = 64  # simulated devices in one process: more only adds threads fight
 DEFAULT_TOTAL = 8  # the default: 8 devices in all (a v5e-8's chips), split over a job's processes
 
 
-def check_count(count: object, name: str = "simulated device count") -> int:
-    """``count`` if it is a whole number in ``1..MAX_COUNT`` (devices in one process).
+class JaxAlreadyImported(RuntimeError):
+    """JAX was imported before ``XLA_FLAGS`` asked for simulated devices (restart the kernel)."""
 
-    Raises:
-        ValueError: naming ``name`` and the value (a bool, a float or a string is refused too).
-    """
+
+def check_count(count: object, name: str = "simulated device count") -> int:
+    """``count`` if it is an int in ``1..MAX_COUNT``, else a ValueError naming ``name``."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise ValueError(f"{name} must be an integer >= 1 and <= {MAX_COUNT}, got {count!r}")
     return count
@@ -83,26 +59,15 @@ def accepts_patience() -> bool:
         version = importlib.metadata.version("jaxlib")
     except importlib.metadata.PackageNotFoundError:
         return False
-    parts = re.findall(r"\d+", version)[:2]
-    return tuple(int(p) for p in parts) >= PATIENCE_MIN_JAXLIB
-
-
-class JaxAlreadyImported(RuntimeError):
-    """JAX was imported before ``XLA_FLAGS`` asked for simulated devices (restart the kernel)."""
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) >= PATIENCE_MIN_JAXLIB
 
 
 def requested_count(env: Mapping[str, str] | None = None) -> int | None:
     """The device count that ``XLA_FLAGS`` asks for (the last occurrence wins), or ``None``."""
-    env = os.environ if env is None else env
-    found = _FLAG_RE.findall(env.get("XLA_FLAGS", ""))
-    if not found:
-        return None
-    try:
-        return int(found[-1])
-    except ValueError as err:
-        raise ValueError(
-            f"XLA_FLAGS has {FLAG}={found[-1]!r}: the count must be an integer"
-        ) from err
+    found = _FLAG_RE.findall((os.environ if env is None else env).get("XLA_FLAGS", ""))
+    if found and not found[-1].isdigit():
+        raise ValueError(f"XLA_FLAGS has {FLAG}={found[-1]!r}: the count must be an integer")
+    return int(found[-1]) if found else None
 
 
 def request(
@@ -114,38 +79,27 @@ def request(
 ) -> str:
     """Ask XLA for ``count`` CPU devices; returns the new ``XLA_FLAGS``.
 
-    Safe to call again with the same count after JAX is imported (a re-run set-up cell).
-    ``patient`` adds :data:`PATIENCE_FLAGS` (default: when ``count > 1`` and the installed jaxlib
-    is known to accept them); flags already in ``XLA_FLAGS`` with the same name are kept.
-
-    Raises:
-        ValueError: ``count`` breaks :func:`check_count`.
-        JaxAlreadyImported: JAX is already imported and ``XLA_FLAGS`` did not ask for ``count``
-            devices before that, so the request cannot take effect.
+    Safe to repeat with the same count after JAX is imported (a re-run set-up cell). ``patient``
+    adds :data:`PATIENCE_FLAGS` (default: ``count > 1`` and a jaxlib that accepts them), keeping
+    flags of the same name already set. Raises ValueError (:func:`check_count`), or
+    :class:`JaxAlreadyImported` if JAX was imported before ``XLA_FLAGS`` asked for ``count``.
     """
     check_count(count)
     env = os.environ if env is None else env
-    modules = sys.modules if modules is None else modules
-    current = requested_count(env)
-    if "jax" in modules:
+    current, existing = requested_count(env), env.get("XLA_FLAGS", "")
+    if "jax" in (sys.modules if modules is None else modules):
         if current == count:
-            return env.get("XLA_FLAGS", "")
+            return existing
         had = f"XLA_FLAGS asked for {current}" if current else "XLA_FLAGS did not ask for any"
         raise JaxAlreadyImported(
-            f"JAX was imported before {count} simulated CPU devices were requested ({had}). "
-            f"Once anything has used a device, the request cannot take effect (JAX would run on "
-            f"{current or 1} device(s), not {count}), and that cannot be checked from here, so "
-            "it is refused. Restart the kernel (Colab: Runtime > Restart session) and run the "
-            "notebook from the top: the set-up cells must run before anything imports jax."
+            f"JAX was imported before {count} simulated CPU devices were requested ({had}), so "
+            f"JAX may run on {current or 1} device(s), not {count}. Restart the kernel (Colab: "
+            "Runtime > Restart session) and run the notebook from the top: the set-up cells "
+            "must run before anything imports jax."
         )
-    existing = env.get("XLA_FLAGS", "")
-    if _FLAG_RE.search(existing):  # replace the count where it stands
-        flags = _FLAG_RE.sub(f"{FLAG}={count}", existing).split()
-    else:
-        flags = [*existing.split(), f"{FLAG}={count}"]
-    if patient is None:
-        patient = count > 1 and accepts_patience()
-    if patient:
+    flags = _FLAG_RE.sub(f"{FLAG}={count}", existing).split()  # a count already there: replaced
+    flags += [] if f"{FLAG}={count}" in flags else [f"{FLAG}={count}"]
+    if (count > 1 and accepts_patience()) if patient is None else patient:
         names = {f.split("=", 1)[0] for f in flags}
         flags += [f for f in PATIENCE_FLAGS if f.split("=", 1)[0] not in names]
     env["XLA_FLAGS"] = " ".join(flags)
@@ -153,14 +107,9 @@ def request(
 
 
 def child_flags(count: int, *, patient: bool | None = None) -> str:
-    """``XLA_FLAGS`` for a fresh process that should see ``count`` simulated CPU devices.
-
-    The same flags :func:`request` would set (patient collectives included where the installed
-    jaxlib accepts them), built without touching this process's environment: this process may
-    have imported JAX already; the child has not.
-    """
-    env: dict[str, str] = {}
-    return request(count, env=env, modules={}, patient=patient)
+    """``XLA_FLAGS`` for a fresh process that should see ``count`` simulated CPU devices (this
+    process's environment is untouched: it may hold JAX already; the child has not)."""
+    return request(count, env={}, modules={}, patient=patient)
 
 
 def check_device_count(seen: int, expected: int, platform: str = "cpu") -> None:

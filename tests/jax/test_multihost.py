@@ -16,7 +16,7 @@ pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
 from utils import ROOT, data, launcher  # noqa: E402
-from utils.jax import multihost_input  # noqa: E402
+from utils.jax import multihost_env  # noqa: E402
 
 STEPS, CKPT_EVERY, IMAGES, BATCH = 32, 4, 256, 32
 WORKER = ["-m", "utils.jax.multihost_worker", "--steps", str(STEPS), "--global-batch", str(BATCH)]
@@ -44,7 +44,7 @@ def _checkpoints(folder):
 def shards(tmp_path_factory):
     folder = tmp_path_factory.mktemp("shards")
     images, labels = data.make_standin(IMAGES, seed=0)
-    multihost_input.write_shards(folder, images, labels, global_batch=BATCH, files=8)
+    multihost_env.write_shards(folder, images, labels, global_batch=BATCH, files=8)
     return folder
 
 
@@ -137,7 +137,7 @@ def test_peer_that_never_starts_fails_within_the_init_timeout(shards, tmp_path):
     assert "process 0" in result.reason
     assert "DEADLINE_EXCEEDED" in result.workers[0].log
     assert result.workers[1].stopped_by_launcher
-    assert result.first_failure_s < 180  # the init timeout, not the launcher's 240 s, ended it
+    assert result.elapsed_s < 180  # the init timeout, not the launcher's 240 s, ended it
 
 
 def test_notebook_shows_the_worker_it_runs():
@@ -183,8 +183,7 @@ def test_allreduce_timer_sums_across_processes(tmp_path):
     assert not [p for p in result.pids if launcher.pid_alive(p)]
     assert result.ok, result.summary()  # each process asserts psum == 1 + 2 + 3
     with np.load(tmp_path / "allreduce-3.npz") as f:
-        assert f["bytes"].tolist() == [64, 4096]
-        assert np.all(f["seconds_min"] <= f["seconds"]) and np.all(f["seconds_min"] > 0)
+        assert f["bytes"].tolist() == [64, 4096] and np.all(f["seconds"] > 0)
 
 
 def test_keras_two_processes_agree_with_one(tmp_path):

@@ -1,16 +1,18 @@
 """The pod-ready worker's two start-up paths (utils.jax.multihost_env): under utils.launcher (the
 rehearsal's variables translated into jax.distributed.initialize's arguments, CPU devices, gloo)
 and on a TPU slice (faked: its environment, a recording stand-in for jax.distributed), plus the
-rule that the workers never import utils.launcher."""
+rule that the workers never import utils.launcher; and the per-host shard files: each process's
+files give it exactly its rows of every global batch, for any process count."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-pytest.importorskip("jax")
+jax = pytest.importorskip("jax")
 
 from utils.jax import multihost_env  # noqa: E402
 
@@ -24,58 +26,49 @@ LAUNCHER_ENV = {
 SLICE_ENV = {"TPU_WORKER_ID": "1", "TPU_WORKER_HOSTNAMES": "10.0.0.2,10.0.0.3"}
 
 
-class FakeDistributed:
-    def __init__(self):
-        self.calls = []
-
-    def initialize(self, **kwargs):
-        self.calls.append(kwargs)
-
-
-class FakeConfig:
-    def __init__(self):
-        self.updates = {}
-
-    def update(self, name, value):
-        self.updates[name] = value
+@pytest.fixture
+def calls(monkeypatch):
+    """What initialize asked of jax.distributed and jax.config, recorded instead of done."""
+    seen = {"initialize": [], "config": {}}
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: seen["initialize"].append(kw))
+    monkeypatch.setattr(jax.config, "update", lambda k, v: seen["config"].update({k: v}))
+    return seen
 
 
-def test_launcher_env_is_translated_into_initialize_arguments():
-    dist, cfg = FakeDistributed(), FakeConfig()
-    kwargs = multihost_env.initialize(45, environ=LAUNCHER_ENV, distributed=dist, config=cfg)
-    assert dist.calls == [kwargs]
+def test_launcher_env_is_translated_into_initialize_arguments(calls):
+    kwargs = multihost_env.initialize(45, environ=LAUNCHER_ENV)
+    assert calls["initialize"] == [kwargs]
     assert kwargs == {
         "initialization_timeout": 45,
         "coordinator_address": "127.0.0.1:23456",
         "num_processes": 2,
         "process_id": 1,
     }
-    assert cfg.updates == {"jax_cpu_collectives_implementation": "gloo"}
+    assert calls["config"] == {"jax_cpu_collectives_implementation": "gloo"}
 
 
-def test_slice_env_calls_initialize_without_arguments():
-    dist, cfg = FakeDistributed(), FakeConfig()
-    kwargs = multihost_env.initialize(300, environ=SLICE_ENV, distributed=dist, config=cfg)
-    assert dist.calls == [{"initialization_timeout": 300}] and kwargs == dist.calls[0]
-    assert cfg.updates == {}  # no gloo: the chips' interconnect carries the collectives
+def test_slice_env_calls_initialize_without_arguments(calls):
+    kwargs = multihost_env.initialize(300, environ=SLICE_ENV)
+    assert calls["initialize"] == [{"initialization_timeout": 300}] == [kwargs]
+    assert calls["config"] == {}  # no gloo: the chips' interconnect carries the collectives
 
 
-def test_prepare_overrides_a_preset_platform_in_the_rehearsal_and_says_so():
+def test_prepare_overrides_a_preset_platform_in_the_rehearsal_and_says_so(capsys):
     env = {**LAUNCHER_ENV, "JAX_PLATFORMS": "tpu", "SIMULATED_DEVICES": "3"}
-    said = []
-    assert multihost_env.prepare(environ=env, modules={}, say=said.append) is True
+    assert multihost_env.prepare(environ=env, modules={}) is True
     assert env["JAX_PLATFORMS"] == "cpu"
     assert "--xla_force_host_platform_device_count=3" in env["XLA_FLAGS"]
-    assert said and "JAX_PLATFORMS='tpu' overridden" in said[0]
+    assert "JAX_PLATFORMS='tpu' overridden" in capsys.readouterr().out
     env = {**LAUNCHER_ENV}
-    multihost_env.prepare(devices=1, environ=env, modules={}, say=said.append)
-    assert "--xla_force_host_platform_device_count=1" in env["XLA_FLAGS"] and len(said) == 1
+    multihost_env.prepare(devices=1, environ=env, modules={})
+    assert "--xla_force_host_platform_device_count=1" in env["XLA_FLAGS"]
+    assert capsys.readouterr().out == ""
 
 
-def test_prepare_leaves_a_slice_alone():
+def test_prepare_leaves_a_slice_alone(capsys):
     env = {**SLICE_ENV, "JAX_PLATFORMS": "tpu"}
-    assert multihost_env.prepare(environ=env, modules={}, say=pytest.fail) is False
-    assert env == {**SLICE_ENV, "JAX_PLATFORMS": "tpu"}
+    assert multihost_env.prepare(environ=env, modules={}) is False
+    assert env == {**SLICE_ENV, "JAX_PLATFORMS": "tpu"} and capsys.readouterr().out == ""
 
 
 def test_prepare_after_jax_import_is_refused():
@@ -86,30 +79,10 @@ def test_prepare_after_jax_import_is_refused():
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"COURSE_COORDINATOR": "10.0.0.2:1234"}, "only 127.0.0.1"),
-        ({"COURSE_COORDINATOR": "127.0.0.1"}, "not host:port"),
-        ({"COURSE_PROCESS_ID": "2"}, "outside 0..1"),
-        ({"COURSE_NUM_PROCESSES": "two"}, "must be integers"),
-        ({"COURSE_PROCESS_ID": None}, "COURSE_PROCESS_ID not set"),
-    ],
-)
-def test_bad_launcher_env_is_named(change, message):
-    env = {**LAUNCHER_ENV, **change}
-    env = {k: v for k, v in env.items() if v is not None}
-    dist = FakeDistributed()
-    with pytest.raises(multihost_env.StartupError, match=message):
-        multihost_env.initialize(environ=env, distributed=dist, config=FakeConfig())
-    assert dist.calls == []  # the error comes before anything waits for peers
-
-
-@pytest.mark.parametrize(
     "path",
     [
         "utils/jax/multihost_env.py",
         "utils/jax/multihost_worker.py",
-        "utils/jax/multihost_input.py",
         "utils/jax/multihost_allreduce.py",
         "utils/jax/multihost_keras.py",
     ],
@@ -132,11 +105,52 @@ def test_prepare_defaults_to_eight_devices_in_all_with_patient_collectives(monke
 
     monkeypatch.setattr(simulated_devices, "accepts_patience", lambda: True)
     env = {**LAUNCHER_ENV, "COURSE_NUM_PROCESSES": "2"}
-    multihost_env.prepare(environ=env, modules={}, say=lambda _: None)
+    multihost_env.prepare(environ=env, modules={})
     assert "--xla_force_host_platform_device_count=4" in env["XLA_FLAGS"]
     assert all(flag in env["XLA_FLAGS"] for flag in simulated_devices.PATIENCE_FLAGS)
     env = {**LAUNCHER_ENV}
-    multihost_env.prepare(devices=1, environ=env, modules={}, say=lambda _: None)
+    multihost_env.prepare(devices=1, environ=env, modules={})
     assert all(flag in env["XLA_FLAGS"] for flag in simulated_devices.PATIENCE_FLAGS)
     with pytest.raises(ValueError, match="SIMULATED_DEVICES must be an integer >= 1 and <= 64"):
         multihost_env.prepare(environ={**LAUNCHER_ENV, "SIMULATED_DEVICES": "65"}, modules={})
+
+
+def _read(directory, rank, n, global_batch, files):
+    names = sorted(p.name for p in directory.iterdir())
+    mine = multihost_env.my_files(names, rank, n)
+    ids = [np.load(directory / f)["ids"] for f in mine]
+    slot = global_batch // files
+    steps = len(ids[0]) // slot
+    return [np.concatenate([i[s * slot : (s + 1) * slot] for i in ids]) for s in range(steps)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_each_process_reads_its_rows_and_the_epoch_exactly_once(tmp_path, n):
+    images = np.arange(128 * 2, dtype=np.uint8).reshape(128, 2)
+    labels = np.arange(128) % 10
+    multihost_env.write_shards(tmp_path, images, labels, global_batch=32, files=8)
+    per = [_read(tmp_path, r, n, 32, 8) for r in range(n)]
+    for step in range(128 // 32):
+        global_batch = np.concatenate([per[r][step] for r in range(n)])
+        np.testing.assert_array_equal(global_batch, np.arange(step * 32, (step + 1) * 32))
+    everything = np.concatenate([np.concatenate(p) for p in per])
+    assert np.array_equal(np.sort(everything), np.arange(128))
+    with np.load(tmp_path / "shard-00003-of-00008.npz") as z:
+        np.testing.assert_array_equal(z["images"], images[z["ids"]])
+        np.testing.assert_array_equal(z["labels"], labels[z["ids"]])
+
+
+def test_bad_layouts_are_named(tmp_path):
+    x, y = np.zeros((100, 1)), np.zeros(100)
+    with pytest.raises(ValueError, match="whole number of global batches"):
+        multihost_env.write_shards(tmp_path, x, y, global_batch=32, files=8)
+    with pytest.raises(ValueError, match="equal slots"):
+        multihost_env.write_shards(tmp_path, x[:96], y[:96], global_batch=32, files=3)
+    names = [f"shard-{i:05d}-of-00008.npz" for i in range(8)]
+    with pytest.raises(ValueError, match="do not split evenly over 3"):
+        multihost_env.my_files(names, 0, 3)
+    with pytest.raises(ValueError, match="incomplete shard set"):
+        multihost_env.my_files(names[:-1], 0, 1)
+    with pytest.raises(FileNotFoundError):
+        multihost_env.my_files(["notes.txt"], 0, 1)
+    assert multihost_env.my_files(names[::-1] + ["notes.txt"], 1, 4) == names[2:4]

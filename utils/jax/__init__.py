@@ -9,10 +9,9 @@ first import.
 - ``peak``: the jitted matmul that MFU divides by (timed by ``utils.mfu.measured_peak``).
 - ``ladder_bench``: ``make bench``'s JAX training ladder (``utils.keras.ladder``) with verdicts.
 - ``grain_pipeline``: notebook 07's tuned input pipeline in Grain (``import grain`` imports JAX).
-- ``multihost_*``: the multi-host workers of notebook 08 (``multihost_allreduce``,
-  ``multihost_keras``, ``multihost_worker``), how they join a job on a slice or in the rehearsal
-  (``multihost_env``: imports JAX only when joining) and their per-host shard files
-  (``multihost_input``: numpy only).
+- ``multihost_*``: the multi-host workers of notebook 08 (``multihost_worker``, ``multihost_keras``,
+  ``multihost_allreduce``) and how they join a job and find their shard files (``multihost_env``:
+  imports JAX only when joining).
 
 Framework-free helpers the JAX notebooks use live in the core: ``utils.simulated_devices``
 (``XLA_FLAGS`` before import, device counts, batch divisibility) and ``utils.trace_summary``

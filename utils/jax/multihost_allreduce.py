@@ -2,11 +2,9 @@
 
     python -m utils.jax.multihost_allreduce --out DIR --sizes 4096,65536 --repeats 5
 
-Started by ``utils.launcher.launch``; joins the job with ``utils.jax.multihost_env``. Process
-0 writes ``DIR/allreduce-<n>.npz`` with the payload sizes in bytes and the median seconds of a
-``psum`` over all processes (gloo over 127.0.0.1), and the fastest of the repeats
-(``seconds_min``: the least disturbed by other work on a shared machine). Importing this module
-imports JAX.
+Started by ``utils.launcher.launch``. Process 0 writes ``DIR/allreduce-<n>.npz``: the payloads in
+bytes and the fastest of the repeats of a ``psum`` over all processes (gloo over 127.0.0.1), the
+one least disturbed by other work on a shared machine. Importing this module imports JAX.
 """
 
 import argparse
@@ -34,39 +32,25 @@ def main(argv=None):
     multihost_env.initialize(timeout_s=args.init_timeout)
     n, rank = jax.process_count(), jax.process_index()
     mesh = Mesh(np.array(jax.devices()), ("p",))
-    sharded = NamedSharding(mesh, P("p"))
-
-    @jax.jit
-    def allreduce(x):
-        return jax.shard_map(
-            lambda b: jax.lax.psum(b, "p"), mesh=mesh, in_specs=P("p"), out_specs=P("p")
-        )(x)
-
-    sizes, seconds, fastest = [], [], []
-    for elements in (int(s) for s in args.sizes.split(",")):
-        x = jax.make_array_from_process_local_data(
-            sharded, np.full((1, elements), rank + 1, np.float32)
-        )
-        out = allreduce(x)  # compile and warm up
-        out.block_until_ready()
-        assert float(out.addressable_data(0)[0, 0]) == n * (n + 1) / 2
+    psum = jax.jit(
+        jax.shard_map(lambda b: jax.lax.psum(b, "p"), mesh=mesh, in_specs=P("p"), out_specs=P("p"))
+    )
+    sizes, fastest = [], []
+    for elements in map(int, args.sizes.split(",")):
+        x = np.full((1, elements), rank + 1, np.float32)
+        x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("p")), x)
+        assert float(psum(x).addressable_data(0)[0, 0]) == n * (n + 1) / 2  # compiled and checked
         times = []
         for _ in range(args.repeats):
             t = time.perf_counter()
-            allreduce(x).block_until_ready()
+            psum(x).block_until_ready()
             times.append(time.perf_counter() - t)
         sizes.append(4 * elements)
-        seconds.append(float(np.median(times)))
-        fastest.append(float(np.min(times)))
-        print(f"{n} processes, {4 * elements} bytes: {seconds[-1] * 1e3:.2f} ms", flush=True)
+        fastest.append(min(times))
+        print(f"{n} processes, {4 * elements} bytes: {fastest[-1] * 1e3:.2f} ms", flush=True)
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        np.savez(
-            args.out / f"allreduce-{n}.npz",
-            bytes=np.array(sizes),
-            seconds=np.array(seconds),
-            seconds_min=np.array(fastest),
-        )
+        np.savez(args.out / f"allreduce-{n}.npz", bytes=np.array(sizes), seconds=np.array(fastest))
     jax.distributed.shutdown()
 
 

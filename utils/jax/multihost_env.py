@@ -1,132 +1,124 @@
-"""How a multi-host JAX worker joins its job: the same two calls on a TPU slice and in a rehearsal.
+"""How a multi-host JAX worker joins its job and finds its own input files (notebook 08).
 
     from utils.jax import multihost_env
     multihost_env.prepare()             # before ``import jax``
     import jax
     multihost_env.initialize(timeout_s=300)
 
-**On a TPU slice** (every worker started with ``gcloud ... ssh --worker=all``, or a GKE Job)
-nothing here is needed: :func:`initialize` calls ``jax.distributed.initialize()`` with no
-arguments, and JAX finds the coordinator, the process count and this process's id itself (from
-the TPU VM's metadata server, or ``TPU_WORKER_HOSTNAMES`` / ``TPU_WORKER_ID`` on GKE).
+**On a TPU slice** (the same command on every worker: ``gcloud ... ssh --worker=all``, or a GKE
+Job) :func:`prepare` does nothing and :func:`initialize` calls ``jax.distributed.initialize()``
+with only a timeout: JAX gets the coordinator, the process count and this process's id from the
+TPU runtime. **In the rehearsal** (``utils.launcher`` on 127.0.0.1) the launcher's variables
+become ``initialize``'s arguments, with gloo for the CPU collectives, and :func:`prepare` puts
+JAX on the CPU with ``SIMULATED_DEVICES`` devices per process, overriding a preset
+``JAX_PLATFORMS`` (a rehearsal on a TPU VM must not grab its chips) and saying so.
 
-**In the rehearsal** (``utils.launcher`` starting processes on 127.0.0.1, its stand-in for the
-TPU runtime) the launcher's variables ``COURSE_COORDINATOR``, ``COURSE_NUM_PROCESSES`` and
-``COURSE_PROCESS_ID`` are translated into ``initialize``'s arguments, with gloo for the CPU
-collectives. :func:`prepare` then also puts JAX on the CPU with ``SIMULATED_DEVICES`` devices per
-process (and XLA's patient-collective flags, :mod:`utils.simulated_devices`), overriding a preset
-``JAX_PLATFORMS`` on purpose: a rehearsal on a TPU VM must not grab its chips (libtpu allows one
-process), and it says so when it overrides one.
+**Per-host input.** :func:`write_shards` writes a data set as shard files in which file ``f``
+holds slot ``f`` of every global batch; :func:`my_files` gives process ``p`` of ``P`` its
+consecutive share. Process ``p``'s rows are then rows ``p*B/P ... (p+1)*B/P-1`` of every global
+batch ``B``: the same global batches for any process count, every example of an epoch read once.
+(Grain's ``ShardByJaxProcess`` or ``tf.data``'s ``shard`` also split the examples, but which
+examples meet in a global batch then depends on the process count.)
 
-This module does not import JAX at import time (so :func:`prepare` can run first) and does not
-depend on ``utils.launcher``: a worker that uses it runs unchanged where the launcher is absent.
+Importing this module does not import JAX, and it does not depend on ``utils.launcher``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from utils import simulated_devices
 
 LAUNCHER_VARS = ("COURSE_COORDINATOR", "COURSE_NUM_PROCESSES", "COURSE_PROCESS_ID")
-LOOPBACK = "127.0.0.1"
-
-
-class StartupError(RuntimeError):
-    """The launcher's variables are incomplete or wrong (named in the message)."""
+_SHARD = "shard-{:05d}-of-{:05d}.npz"
+_SHARD_RE = re.compile(r"^shard-(\d{5})-of-(\d{5})\.npz$")
 
 
 def is_rehearsal(environ: Mapping[str, str] | None = None) -> bool:
-    """True when ``utils.launcher`` started this process (any of its variables is set)."""
-    environ = os.environ if environ is None else environ
-    return any(k in environ for k in LAUNCHER_VARS)
+    """True when ``utils.launcher`` started this process (its variables are set)."""
+    return all(k in (os.environ if environ is None else environ) for k in LAUNCHER_VARS)
 
 
 def launcher_args(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``jax.distributed.initialize`` arguments from the launcher's variables, checked.
-
-    Raises :class:`StartupError` naming the variable that is missing or wrong: a bad value is
-    a clear error before JAX waits for peers that will never come.
-    """
+    """``jax.distributed.initialize``'s arguments from the launcher's variables."""
     environ = os.environ if environ is None else environ
-    missing = [k for k in LAUNCHER_VARS if k not in environ]
-    if missing:
-        raise StartupError(f"rehearsal environment incomplete: {', '.join(missing)} not set")
-    coordinator = environ["COURSE_COORDINATOR"]
-    host, sep, port = coordinator.rpartition(":")
-    if not sep or not port.isdigit():
-        raise StartupError(f"COURSE_COORDINATOR is {coordinator!r}, not host:port")
-    if host != LOOPBACK:
-        raise StartupError(f"COURSE_COORDINATOR host is {host!r}: a rehearsal uses only {LOOPBACK}")
-    try:
-        n, rank = int(environ["COURSE_NUM_PROCESSES"]), int(environ["COURSE_PROCESS_ID"])
-    except ValueError as exc:
-        raise StartupError(
-            f"COURSE_NUM_PROCESSES/COURSE_PROCESS_ID must be integers: {exc}"
-        ) from exc
-    if n < 1 or not 0 <= rank < n:
-        raise StartupError(f"COURSE_PROCESS_ID {rank} is outside 0..{n - 1}")
-    return {"coordinator_address": coordinator, "num_processes": n, "process_id": rank}
+    coordinator, n, rank = (environ[k] for k in LAUNCHER_VARS)
+    return {"coordinator_address": coordinator, "num_processes": int(n), "process_id": int(rank)}
 
 
 def prepare(
     devices: int | None = None,
     environ: MutableMapping[str, str] | None = None,
     modules: Mapping[str, object] | None = None,
-    say: Callable[[str], None] = print,
 ) -> bool:
-    """Before ``import jax``: in a rehearsal, CPU platform and simulated devices; else nothing.
-
-    ``devices``: simulated CPU devices per process (default ``SIMULATED_DEVICES``, else
-    ``simulated_devices.default_count`` over the job's processes: 8 in all). XLA's
-    patient-collective flags are added wherever jaxlib accepts them, also with one device per
-    process (the processes' collectives wait on each other too). Returns whether this is a
-    rehearsal. A preset ``JAX_PLATFORMS`` other than ``cpu`` is
-    overridden deliberately (and ``say`` reports it): the rehearsal's "hosts" are CPU processes.
-    """
+    """Before ``import jax``, in a rehearsal only: the CPU platform with ``devices`` simulated
+    devices per process (default ``SIMULATED_DEVICES``, else 8 in all over the job's processes)
+    and XLA's patient-collective flags. Returns whether this is a rehearsal."""
     environ = os.environ if environ is None else environ
     if not is_rehearsal(environ):
         return False
-    preset = environ.get("JAX_PLATFORMS")
-    if preset not in (None, "", "cpu"):
-        say(f"rehearsal: JAX_PLATFORMS={preset!r} overridden with 'cpu' (simulated hosts)")
+    if environ.get("JAX_PLATFORMS", "cpu") not in ("", "cpu"):
+        print(f"rehearsal: JAX_PLATFORMS={environ['JAX_PLATFORMS']!r} overridden with 'cpu'")
     environ["JAX_PLATFORMS"] = "cpu"
     if devices is None:
-        processes = int(environ.get("COURSE_NUM_PROCESSES") or 1)
-        wanted = environ.get("SIMULATED_DEVICES") or str(simulated_devices.default_count(processes))
-        devices = int(wanted) if wanted.strip().isdigit() else wanted
+        default = simulated_devices.default_count(int(environ["COURSE_NUM_PROCESSES"]))
+        wanted = environ.get("SIMULATED_DEVICES") or str(default)
+        devices = int(wanted) if wanted.isdigit() else wanted  # type: ignore[assignment]
     simulated_devices.check_count(devices, "SIMULATED_DEVICES")
+    patient = simulated_devices.accepts_patience()  # also with 1 device: processes wait too
     modules = sys.modules if modules is None else modules
-    simulated_devices.request(
-        devices, env=environ, modules=modules, patient=simulated_devices.accepts_patience()
-    )
+    simulated_devices.request(devices, env=environ, modules=modules, patient=patient)
     return True
 
 
-def initialize(
-    timeout_s: int = 300,
-    environ: Mapping[str, str] | None = None,
-    distributed: Any = None,
-    config: Any = None,
-) -> dict[str, Any]:
-    """Join the job; returns the arguments passed to ``jax.distributed.initialize``.
+def initialize(timeout_s: int = 300, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Join the job; returns the arguments given to ``jax.distributed.initialize``."""
+    import jax
 
-    Rehearsal: the launcher's coordinator, count and id, gloo for CPU collectives. Elsewhere
-    (a TPU slice): no arguments, JAX reads them from the TPU runtime. ``distributed`` and
-    ``config`` default to ``jax.distributed`` and ``jax.config`` (tests pass fakes).
-    """
-    environ = os.environ if environ is None else environ
-    if distributed is None or config is None:
-        import jax
-
-        distributed = jax.distributed if distributed is None else distributed
-        config = jax.config if config is None else config
     kwargs: dict[str, Any] = {"initialization_timeout": int(timeout_s)}
     if is_rehearsal(environ):
         kwargs.update(launcher_args(environ))
-        config.update("jax_cpu_collectives_implementation", "gloo")  # CPU across processes
-    distributed.initialize(**kwargs)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU across processes
+    jax.distributed.initialize(**kwargs)
     return kwargs
+
+
+def write_shards(
+    directory: str | Path, images: np.ndarray, labels: np.ndarray, *, global_batch: int, files: int
+) -> list[Path]:
+    """Write ``images``/``labels`` (a whole number of global batches; ``global_batch`` a multiple
+    of ``files``) as ``files`` shard files of ``ids``, ``images``, ``labels``; their paths."""
+    n = len(images)
+    if global_batch < 1 or n % global_batch or len(labels) != n:
+        raise ValueError(f"{n} examples are not a whole number of global batches of {global_batch}")
+    if files < 1 or global_batch % files:
+        raise ValueError(f"global batch {global_batch} does not split into {files} equal slots")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    ids, slot = np.arange(n), global_batch // files
+    paths = [Path(directory) / _SHARD.format(f, files) for f in range(files)]
+    for f, path in enumerate(paths):
+        mine = ids[(ids % global_batch) // slot == f]  # batch 0's slot f, batch 1's slot f, ...
+        np.savez(path, ids=mine, images=images[mine], labels=labels[mine])
+    return paths
+
+
+def my_files(names: Sequence[str], process_index: int, process_count: int) -> list[str]:
+    """This process's consecutive share of the shard files among ``names``; a clear error if
+    they are not a complete set or do not split evenly over the processes."""
+    found = sorted((m.groups(), n) for n in names if (m := _SHARD_RE.match(Path(n).name)))
+    if not found:
+        raise FileNotFoundError("no shard-FFFFF-of-NNNNN.npz files")
+    total = int(found[0][0][1])
+    if [g for g, _ in found] != [(f"{f:05d}", f"{total:05d}") for f in range(total)]:
+        raise ValueError(f"incomplete shard set: {[Path(n).name for _, n in found]}")
+    if total % process_count:
+        raise ValueError(f"{total} files do not split evenly over {process_count} processes")
+    per = total // process_count
+    return [n for _, n in found[process_index * per : (process_index + 1) * per]]

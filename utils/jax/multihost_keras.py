@@ -2,7 +2,7 @@
 
     python -m utils.jax.multihost_keras --out DIR [--steps 12 --global-batch 64]
 
-The Keras spelling of ``utils/jax/multihost_worker.py``: ``keras.distribution.initialize`` joins
+The Keras spelling of ``utils.jax.multihost_worker``: ``keras.distribution.initialize`` joins
 the job (it calls ``jax.distributed.initialize``), ``DataParallel`` spans every process's
 devices, and each process passes ``model.fit`` only its own rows of every global batch
 (``auto_shard_dataset=False``: Keras shards only ``tf.data`` input itself). Writes
@@ -50,14 +50,10 @@ def main(argv=None):
 
     images, labels = data.make_standin(args.train_images, seed=0)
     x_all = data.to_float(images).reshape(len(images), -1)
-    per_process = args.global_batch // num_processes
-    rows = [
-        ((s * args.global_batch + np.arange(args.global_batch)) % len(x_all))[
-            rank * per_process : (rank + 1) * per_process
-        ]
-        for s in range(args.steps)
-    ]
-    x_mine, y_mine = x_all[np.concatenate(rows)], labels[np.concatenate(rows)].astype(np.int32)
+    per_process = args.global_batch // num_processes  # this process's rows of each global batch:
+    steps = np.arange(args.steps)[:, None] * args.global_batch + rank * per_process
+    rows = (steps + np.arange(per_process)).ravel() % len(x_all)
+    x_mine, y_mine = x_all[rows], labels[rows].astype(np.int32)
 
     keras.utils.set_random_seed(0)
     model = models.mlp(x_all.shape[1])
@@ -66,20 +62,11 @@ def main(argv=None):
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     history = model.fit(x_mine, y_mine, batch_size=per_process, epochs=1, shuffle=False, verbose=0)
-    print(
-        f"process {rank}/{num_processes}: {jax.local_device_count()} local of "
-        f"{jax.device_count()} devices, loss {history.history['loss'][-1]:.6f}",
-        flush=True,
-    )
     weights = np.concatenate(
         [np.asarray(v.value.addressable_data(0)).ravel() for v in model.trainable_variables]
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    np.savez(
-        args.out / f"keras-{rank}.npz",
-        loss=np.array(history.history["loss"]),
-        weights=weights,
-    )
+    np.savez(args.out / f"keras-{rank}.npz", loss=history.history["loss"], weights=weights)
 
 
 if __name__ == "__main__":

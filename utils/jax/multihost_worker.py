@@ -6,7 +6,7 @@ On a slice, ``jax.distributed.initialize()`` takes the coordinator, the process 
 process's id from the TPU runtime, so the command is the same on every worker. In the course's
 rehearsal, ``utils.launcher`` starts the processes on 127.0.0.1 instead and ``multihost_env``
 translates its variables (and runs JAX on simulated CPU devices). Each process reads only its own
-shard files (``utils.jax.multihost_input``); checkpoints are Orbax's, asynchronous, written by all
+shard files (``multihost_env.my_files``); checkpoints are Orbax's, asynchronous, written by all
 processes into one directory that every host must see (a GCS bucket on a slice); a SIGTERM
 (a Spot/preemptible VM's notice) makes every process save at the same step and exit cleanly.
 """
@@ -29,8 +29,6 @@ from etils import epath  # noqa: E402  (local paths, and gs:// where gcsfs is in
 from jax.experimental import multihost_utils  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from utils.jax.multihost_input import my_files  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--data", required=True)  # folder of shard files (local or gs://)
@@ -68,27 +66,22 @@ def main(args):
         like = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding)  # noqa: E731
         state = manager.restore(start, args=ocp.args.StandardRestore(jax.tree.map(like, state)))
     multihost_utils.sync_global_devices("restored")  # a barrier: every host is at `start`
-    print(
-        f"process {rank}/{n}: {jax.local_device_count()} local of {jax.device_count()} devices, "
-        f"files {', '.join(files)}, starting at step {start}",
-        flush=True,
-    )
+    devices = f"{jax.local_device_count()} local of {jax.device_count()} devices"
+    print(f"process {rank}/{n}: {devices}, files {', '.join(files)}, starting at step {start}")
     state, run = train(args, state, train_step, manager, shards, slot, sharded, start)
 
-    # 6. A metric gathered from every host: the slowest host's step time (stragglers show here).
-    steady = run["step_s"][1:] or run["step_s"]  # step 0 includes tracing and compiling
-    mine = np.array([np.median(steady) if steady else 0.0, len(run["step_s"])])
-    every = multihost_utils.process_allgather(mine)  # shape (processes, 2), the same on all
-    medians_ms = [round(float(s) * 1e3, 1) for s in every[:, 0]]
-    print(f"median step per process (ms): {medians_ms}", flush=True)
-    save_results(epath.Path(args.out), rank, state, run, start, slot * len(files))
+    # 6. A metric gathered from every host: each host's step time (a straggler shows here).
+    mine = np.median(run["step_s"][1:] or run["step_s"])  # step 0 includes tracing, compiling
+    every = multihost_utils.process_allgather(mine)  # one value per process, the same on all
+    print(f"median step per process (ms): {[round(float(t) * 1e3, 1) for t in every]}", flush=True)
+    save_results(epath.Path(args.out), rank, state, run, start)
     multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
     jax.distributed.shutdown()
 
 
 def read_my_shards(data, rank, n):
     """This process's shard files (names) and their arrays; no other host's file is opened."""
-    files = my_files([p.name for p in data.iterdir()], rank, n)
+    files = multihost_env.my_files([p.name for p in data.iterdir()], rank, n)
     shards = []
     for name in files:
         with (data / name).open("rb") as f, np.load(f) as z:
@@ -108,32 +101,24 @@ def local_batch(shards, slot, step):
 
 def model(d):
     """A two-layer MLP on `d` inputs with SGD: (fresh_state(key), jitted train_step)."""
+    opt = optax.sgd(0.05, momentum=0.9)
 
-    def init(key):
+    def fresh_state(key):
         k1, k2 = jax.random.split(key)
-        return {
-            "w1": jax.random.normal(k1, (d, 64)) * 0.02,
-            "b1": jnp.zeros(64),
-            "w2": jax.random.normal(k2, (64, 10)) * 0.1,
-            "b2": jnp.zeros(10),
-        }
+        params = {"w1": jax.random.normal(k1, (d, 64)) * 0.02, "b1": jnp.zeros(64)}
+        params |= {"w2": jax.random.normal(k2, (64, 10)) * 0.1, "b2": jnp.zeros(10)}
+        return {"params": params, "opt": opt.init(params)}
 
     def loss_fn(params, x, y):
         h = jax.nn.relu(x @ params["w1"] + params["b1"])
         logits = h @ params["w2"] + params["b2"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
-    opt = optax.sgd(0.05, momentum=0.9)
-
     @jax.jit
     def train_step(state, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(state["params"], x, y)  # XLA adds the all-reduce
         updates, opt_state = opt.update(grads, state["opt"], state["params"])
         return {"params": optax.apply_updates(state["params"], updates), "opt": opt_state}, loss
-
-    def fresh_state(key):
-        params = init(key)
-        return {"params": params, "opt": opt.init(params)}
 
     return fresh_state, train_step
 
@@ -177,21 +162,13 @@ def train(args, state, train_step, manager, shards, slot, sharded, start):
     return state, run
 
 
-def save_results(out, rank, state, run, start, rows):
-    """This process's losses, step times, ids read (`rows` per step) and final weights."""
+def save_results(out, rank, state, run, start):
+    """This process's losses, step times, ids read, whether preempted, and final weights."""
     out.mkdir(parents=True, exist_ok=True)
+    params = jax.tree.leaves(state["params"])
+    weights = np.concatenate([np.ravel(v.addressable_data(0)) for v in params])
     with (out / f"process-{rank}.npz").open("wb") as f:
-        np.savez(
-            f,
-            losses=np.array(run["losses"]),
-            step_s=np.array(run["step_s"]),
-            ids=np.array(run["ids"], dtype=np.int64).reshape(len(run["ids"]), rows),
-            first_step=start,
-            preempted=run["preempted"],
-            weights=np.concatenate(
-                [np.ravel(v.addressable_data(0)) for v in jax.tree.leaves(state["params"])]
-            ),
-        )
+        np.savez(f, first_step=start, weights=weights, **{k: np.array(v) for k, v in run.items()})
 
 
 if __name__ == "__main__":
