@@ -4,5 +4,4 @@ before the first import.
 
 - ``models``: the seed's CIFAR-10 CNN and its variants.
 - ``timing``: the one epoch timer (``EpochTimer``; steady epochs: the median of epochs 2..).
-- ``backends``: notebook 02's TensorFlow-vs-JAX comparison, run once per backend in a fresh process.
 """
