@@ -97,11 +97,7 @@ def time_fn(
 
 
 def calls_for(
-    fn: Callable[[], object],
-    target_s: float = 0.02,
-    *,
-    max_number: int = 1 << 16,
-    clock: Clock = time.perf_counter,
+    fn: Callable[[], object], target_s: float = 0.02, *, clock: Clock = time.perf_counter
 ) -> int:
     """How many calls of ``fn`` make one sample last about ``target_s`` (at least 1).
 
@@ -109,7 +105,7 @@ def calls_for(
     overhead do not dominate.
     """
     number = 1
-    while number < max_number:
+    while number < 1 << 16:
         start = clock()
         for _ in range(number):
             fn()
@@ -141,26 +137,21 @@ class Throughput:
 
 def matmul_gflops(
     matmul: Callable[[], object],
-    m: int,
-    k: int,
     n: int,
     *,
-    warmup: int = 2,
     repeats: int = 7,
-    target_s: float = 0.05,
     sync: Callable[[], object] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Throughput:
-    """GFLOP/s of ``matmul()``, a callable doing one ``(m, k) @ (k, n)`` product (2mkn FLOP).
+    """GFLOP/s of ``matmul()``, a callable doing one ``(n, n) @ (n, n)`` product (2 n^3 FLOP):
+    as many calls per sample as last 50 ms (sizing them is the warm-up), then ``repeats`` samples.
 
     The median and spread of many calls: a description of the hardware (notebook 00), not an MFU
     peak (use :func:`utils.mfu.measured_peak` through :func:`utils.compare.compare`).
     """
-    for _ in range(warmup):
-        matmul()
-    number = calls_for(matmul, target_s, clock=clock)
-    timing = time_fn(matmul, warmup=0, repeats=repeats, number=number, sync=sync, clock=clock)
-    return Throughput.of(timing, 2.0 * m * k * n, "GFLOP/s", 1e9)
+    number = calls_for(matmul, 0.05, clock=clock)
+    timing = time_fn(matmul, warmup=1, repeats=repeats, number=number, sync=sync, clock=clock)
+    return Throughput.of(timing, 2.0 * n**3, "GFLOP/s", 1e9)
 
 
 def copy_bandwidth(

@@ -18,12 +18,6 @@ from utils.bench import CacheLevel, format_bytes
 from utils.systolic import Snapshot
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
-    if ax is None:
-        return plt.subplots(figsize=figsize)
-    return ax.figure, ax  # type: ignore[return-value]
-
-
 def _finish(fig: Figure, ax: Axes, xlabel: str, ylabel: str, title: str) -> Figure:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -33,11 +27,9 @@ def _finish(fig: Figure, ax: Axes, xlabel: str, ylabel: str, title: str) -> Figu
     return fig
 
 
-def plot_thread_scaling(
-    threads: Sequence[int], gflops: Mapping[str, Sequence[float]], *, ax: Axes | None = None
-) -> Figure:
+def plot_thread_scaling(threads: Sequence[int], gflops: Mapping[str, Sequence[float]]) -> Figure:
     """Matmul GFLOP/s against the number of threads, one line per dtype, with ideal scaling."""
-    fig, ax = _axes(ax, (5.5, 3.5))
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
     for label, values in gflops.items():
         (line,) = ax.plot(threads, values, "o-", label=label)
         ideal = [values[0] * t / threads[0] for t in threads]
@@ -49,14 +41,10 @@ def plot_thread_scaling(
 
 
 def plot_working_set(
-    sizes_bytes: Sequence[int],
-    gbps: Sequence[float],
-    caches: Sequence[CacheLevel] = (),
-    *,
-    ax: Axes | None = None,
+    sizes_bytes: Sequence[int], gbps: Sequence[float], caches: Sequence[CacheLevel] = ()
 ) -> Figure:
     """Copy bandwidth against working-set size (log x), with the data/unified cache sizes marked."""
-    fig, ax = _axes(ax, (7, 3.8))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     ax.semilogx(sizes_bytes, gbps, "o-", base=2)
     for cache in (c for c in caches if c.type != "Instruction"):
         ax.axvline(cache.size_bytes, color="grey", ls="--", alpha=0.7)
@@ -73,7 +61,6 @@ def plot_roofline(
     bandwidth_gbps: float,
     points: Sequence[tuple[str, float, float]],
     *,
-    ax: Axes | None = None,
     title: str = "Roofline of this device",
 ) -> Figure:
     """Roofline: attainable GFLOP/s = min(peak, bandwidth * intensity), with measured points.
@@ -81,7 +68,7 @@ def plot_roofline(
     ``points`` are ``(label, intensity in FLOP/byte, measured GFLOP/s)``; the label's first word
     (e.g. "matmul", "CNN") picks the colour and marker.
     """
-    fig, ax = _axes(ax, (7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     ridge = peak_gflops / bandwidth_gbps
     intensities = [p[1] for p in points] or [1.0]
     lo, hi = min(min(intensities) / 2, 0.05), max(max(intensities) * 2, 4 * ridge)
@@ -164,18 +151,9 @@ def plot_systolic_snapshots(snapshots: Sequence[Snapshot], *, ncols: int = 4) ->
     return fig
 
 
-def plot_bars(
-    values: Mapping[str, float],
-    *,
-    ylabel: str,
-    title: str,
-    ax: Axes | None = None,
-    log: bool = False,
-) -> Figure:
+def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str) -> Figure:
     """A labelled bar chart (e.g. GFLOP/s per dtype), values written above the bars."""
-    fig, ax = _axes(ax, (6, 3.4))
+    fig, ax = plt.subplots(figsize=(6, 3.4))
     bars = ax.bar(list(values), list(values.values()), color="tab:blue")
     ax.bar_label(bars, [f"{v:,.0f}" for v in values.values()], fontsize=8)
-    if log:
-        ax.set_yscale("log")
     return _finish(fig, ax, "", ylabel, title)

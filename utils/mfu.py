@@ -22,18 +22,6 @@ from collections.abc import Callable, Sequence
 from utils.bench import time_fn
 from utils.flops import LayerCost
 
-__all__ = [
-    "PUBLISHED_PEAK_TFLOPS",
-    "TPU_CHIPS",
-    "MeasurementError",
-    "choose_peaks",
-    "measured_peak",
-    "mfu",
-    "peak_flops",
-    "training_flops",
-    "training_passes",
-]
-
 
 class MeasurementError(ValueError):
     """A measurement that cannot be right (an MFU above 100 %): fix the measurement."""
@@ -93,9 +81,8 @@ def choose_peaks(
     *,
     tpu_generation: str | None = None,
     chips: int = 1,
-    dtypes: Sequence[str] = ("float32", "bfloat16"),
 ) -> dict[str, Callable[[], float]]:
-    """``compare(peaks=...)``: for each dtype a callable giving the FLOP/s MFU divides by.
+    """``compare(peaks=...)``: for float32 and bfloat16, the FLOP/s MFU divides by (callables).
 
     On a TPU with a published figure, that bf16 peak x ``chips`` for every dtype (float32
     matmuls run through the bf16 matrix unit); elsewhere ``measure(dtype)``, a callable that
@@ -103,8 +90,8 @@ def choose_peaks(
     """
     if tpu_generation is not None and tpu_generation.lower() in PUBLISHED_PEAK_TFLOPS:
         published = peak_flops(tpu_generation=tpu_generation, chips=chips)
-        return {dtype: (lambda: published) for dtype in dtypes}
-    return {dtype: measure(dtype) for dtype in dtypes}
+        return {dtype: (lambda: published) for dtype in ("float32", "bfloat16")}
+    return {dtype: measure(dtype) for dtype in ("float32", "bfloat16")}
 
 
 def mfu(flops_per_step: float, step_time_s: float, peak: float) -> float:
@@ -134,7 +121,6 @@ def measured_peak(
     matmul: Callable[[], object],
     n: int,
     *,
-    sync: Callable[[], object] | None = None,
     repeats: int = 5,
     min_sample_s: float = 0.05,
     clock: Callable[[], float] = time.perf_counter,
@@ -144,14 +130,16 @@ def measured_peak(
     One untimed call (compilation), one timed call, then ``repeats`` samples of as many calls as
     make a sample last ``min_sample_s`` (a few milliseconds are at the mercy of one scheduler
     tick), all by :func:`utils.bench.time_fn`; the fastest counts, because other work only ever
-    slows a call down. ``sync`` waits for an asynchronous device inside the timed region.
+    slows a call down. ``matmul`` must wait for its product (on an asynchronous device too).
     """
     if n < 1:
         raise ValueError(f"need n >= 1, got {n}")
-    first = time_fn(matmul, warmup=1, repeats=1, sync=sync, clock=clock).median
+    first = time_fn(matmul, warmup=1, repeats=1, clock=clock).median
     calls = max(1, min(64, math.ceil(min_sample_s / first))) if first > 0 else 1
-    timing = time_fn(matmul, warmup=0, repeats=repeats, number=calls, sync=sync, clock=clock)
+    timing = time_fn(matmul, warmup=0, repeats=repeats, number=calls, clock=clock)
     best = min(first, *timing.samples)
     if not best > 0:
-        raise MeasurementError(f"a {n}x{n} matmul took {best!r} s: the clock or sync is wrong")
+        raise MeasurementError(
+            f"a {n}x{n} matmul took {best!r} s: the clock is wrong, or matmul does not wait"
+        )
     return 2.0 * n**3 / best
