@@ -5,7 +5,7 @@ zero-argument callable to :func:`time_fn`; on an asynchronous device (GPU, TPU) 
 a callable that waits until the device has finished, or you time only the launch.
 
 - :func:`time_fn` -> :class:`Timing`: warm-up calls (not timed), then ``repeats`` timed
-  repetitions of ``number`` calls each; median and spread (quartiles, min, max) per call.
+  repetitions of ``number`` calls each; median and spread (quartiles) per call.
   The clock is injectable, so the statistics are testable with a fake clock.
 - :func:`matmul_gflops`, :func:`copy_bandwidth`: throughput numbers.
   ``matmul_gflops`` is notebook 00's hardware lesson (how fast is a matmul here, with its

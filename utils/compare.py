@@ -143,7 +143,6 @@ class Comparison:
     peaks: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     orders: tuple[tuple[str, ...], ...] = ()
     threshold: float = DEFAULT_THRESHOLD
-    confidence: float = 0.9
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -201,7 +200,7 @@ class Comparison:
         wa, wb = self._variant(a).work, self._variant(b).work
         pairs = zip(self.seconds[a], self.seconds[b], strict=True)
         ratios = [(y / wb) / (x / wa) for x, y in pairs]
-        low, high, coverage = median_interval(ratios, self.confidence)
+        low, high, coverage = median_interval(ratios)
         ratio = statistics.median(ratios)
         return Verdict(a, b, ratio, low, high, coverage, len(ratios), self.threshold)
 

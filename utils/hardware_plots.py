@@ -1,7 +1,7 @@
 """Pictures for notebook 00 (CPU, GPU, TPU): scaling, cache cliffs, roofline, systolic array.
 
-Imports Matplotlib (no ML framework). Each function draws into a new or given ``Axes`` and
-returns the ``Figure``, so a notebook cell can end with ``fig;`` or let the inline backend show it.
+Imports Matplotlib (no ML framework). Each function draws a new figure and returns it, so a
+notebook cell can end with ``fig;`` or let the inline backend show it.
 """
 
 from __future__ import annotations
