@@ -196,12 +196,11 @@ refresh: $(STAMP)
 	$(BIN)/python -m tests.tools.course refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
 
 # The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved
-# rounds; then the TensorFlow benchmarks, for Cloud TPU VMs with a TF image (and this CPU).
+# rounds; then the tf.data benchmark, for Cloud TPU VMs with a TF image (and this CPU).
 bench: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m utils.jax.ladder_bench
-	@echo "--- TensorFlow (for Cloud TPU VMs with a TF image) ---"
+	@echo "--- tf.data (for Cloud TPU VMs with a TF image) ---"
 	$(BIN)/python -m utils.tf.input_bench
-	KERAS_BACKEND=tensorflow $(BIN)/python -m utils.tf.train_ladder
 
 # Maintainer check: run notebook NB twice (the second time beside a 2-process CPU hog) and fail
 # on opposite verdicts. Heavy: on a shared machine, prefix it with the course's lock.

@@ -16,12 +16,11 @@ def test_training_flops_counts_backward_per_layer_and_skips_first_input_gradient
 
 def test_mfu_and_peaks() -> None:
     assert mfu.peak_flops(tpu_generation="v5e", chips=8) == pytest.approx(8 * 197e12)
-    assert mfu.peak_flops(measured_flops=150e9) == 150e9
     assert mfu.mfu(1e9, 0.01, 200e9) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="v9"):
         mfu.peak_flops(tpu_generation="v9")
-    with pytest.raises(ValueError, match="measured_flops"):
-        mfu.peak_flops()
+    with pytest.raises(ValueError, match="known: v2"):
+        mfu.peak_flops(tpu_generation="v5e", chips=0)
     with pytest.raises(ValueError):
         mfu.mfu(1e9, 0.0, 1e9)
 
@@ -39,3 +38,21 @@ def test_published_peaks_per_generation() -> None:
     }
     assert mfu.peak_flops(tpu_generation="v6e", chips=2) == 2 * 918e12
     assert mfu.peak_flops(tpu_generation="V5P") == 459e12
+
+
+def test_choose_peaks_publishes_on_a_tpu_and_measures_elsewhere() -> None:
+    """The one choice of the peak: a TPU's published figure x chips for every dtype (a float32
+    matmul runs through the bf16 MXU), anywhere else the measurement ``measure(dtype)`` builds."""
+    built = []
+
+    def measure(dtype: str):
+        built.append(dtype)
+        return lambda: 1e9
+
+    tpu = mfu.choose_peaks(measure, tpu_generation="v5e", chips=8)
+    assert {k: f() for k, f in tpu.items()} == {"float32": 8 * 197e12, "bfloat16": 8 * 197e12}
+    assert built == []  # nothing measured on a TPU with a published figure
+    cpu = mfu.choose_peaks(measure, tpu_generation=None)
+    assert {k: f() for k, f in cpu.items()} == {"float32": 1e9, "bfloat16": 1e9}
+    assert mfu.choose_peaks(measure, tpu_generation="v99")["float32"]() == 1e9  # unknown: measure
+    assert built == ["float32", "bfloat16"] * 2

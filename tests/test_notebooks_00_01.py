@@ -158,9 +158,7 @@ def test_00_main_line_leaves_cpu_benchmark_detail_to_the_appendices() -> None:
     recap = heading(cs, "## Recap")
     main = [c for c in cs[:recap] if c["cell_type"] == "code"]
     appendix = [c for c in cs[recap:] if c["cell_type"] == "code"]
-    cpu_detail = re.compile(
-        r"compare\.compare\(|working_set_sweep\(|plot_thread_scaling\(|SeedCNN\("
-    )
+    cpu_detail = re.compile(r"compare\.compare\(|cache_levels\(|plot_thread_scaling\(|SeedCNN\(")
     for c in main:
         assert not cpu_detail.search(text(c)), (
             f"CPU benchmark detail in the main line: {text(c)[:80]}"

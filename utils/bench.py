@@ -5,9 +5,9 @@ zero-argument callable to :func:`time_fn`; on an asynchronous device (GPU, TPU) 
 a callable that waits until the device has finished, or you time only the launch.
 
 - :func:`time_fn` -> :class:`Timing`: warm-up calls (not timed), then ``repeats`` timed
-  repetitions of ``number`` calls each; median and spread (quartiles, min, max) per call.
+  repetitions of ``number`` calls each; median and spread (quartiles) per call.
   The clock is injectable, so the statistics are testable with a fake clock.
-- :func:`matmul_gflops`, :func:`copy_bandwidth`, :func:`working_set_sweep`: throughput numbers.
+- :func:`matmul_gflops`, :func:`copy_bandwidth`: throughput numbers.
   ``matmul_gflops`` is notebook 00's hardware lesson (how fast is a matmul here, with its
   spread); it is **not** the peak MFU divides by: that is :func:`utils.mfu.measured_peak`,
   measured inside every round of :func:`utils.compare.compare`.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,46 +38,29 @@ class Timing:
         return statistics.median(self.samples)
 
     @property
-    def min(self) -> float:
-        return min(self.samples)
-
-    @property
-    def max(self) -> float:
-        return max(self.samples)
-
-    @property
     def q1(self) -> float:
         """First quartile (the 'inclusive' method: it stays within min..max)."""
         return self._quartiles()[0]
 
     @property
     def q3(self) -> float:
-        return self._quartiles()[2]
+        return self._quartiles()[1]
 
-    @property
-    def iqr(self) -> float:
-        """Interquartile range q3 - q1: the spread of the middle half of the samples."""
-        return self.q3 - self.q1
-
-    def _quartiles(self) -> tuple[float, float, float]:
+    def _quartiles(self) -> tuple[float, float]:
         if len(self.samples) == 1:
-            s = self.samples[0]
-            return s, s, s
+            return self.samples[0], self.samples[0]
         q = statistics.quantiles(self.samples, n=4, method="inclusive")
-        return q[0], q[1], q[2]
-
-    def rate(self, work: float) -> float:
-        """Work per second at the median time (e.g. FLOPs -> FLOP/s)."""
-        return work / self.median
+        return q[0], q[2]
 
     def rate_spread(self, work: float) -> tuple[float, float]:
         """(low, high) work per second at the third and first quartile times."""
         return work / self.q3, work / self.q1
 
     def __str__(self) -> str:
+        iqr, low, high = self.q3 - self.q1, min(self.samples), max(self.samples)
         return (
-            f"median {self.median * 1e3:.3f} ms (IQR {self.iqr * 1e3:.3f} ms, "
-            f"min {self.min * 1e3:.3f} ms, max {self.max * 1e3:.3f} ms, n={len(self.samples)})"
+            f"median {self.median * 1e3:.3f} ms (IQR {iqr * 1e3:.3f} ms, min {low * 1e3:.3f} ms,"
+            f" max {high * 1e3:.3f} ms, n={len(self.samples)})"
         )
 
 
@@ -114,11 +97,7 @@ def time_fn(
 
 
 def calls_for(
-    fn: Callable[[], object],
-    target_s: float = 0.02,
-    *,
-    max_number: int = 1 << 16,
-    clock: Clock = time.perf_counter,
+    fn: Callable[[], object], target_s: float = 0.02, *, clock: Clock = time.perf_counter
 ) -> int:
     """How many calls of ``fn`` make one sample last about ``target_s`` (at least 1).
 
@@ -126,7 +105,7 @@ def calls_for(
     overhead do not dominate.
     """
     number = 1
-    while number < max_number:
+    while number < 1 << 16:
         start = clock()
         for _ in range(number):
             fn()
@@ -136,12 +115,9 @@ def calls_for(
     return number
 
 
-# --- Throughput ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Throughput:
-    """A measured rate: ``value`` units per second, with the timing behind it."""
+    """A measured rate: ``value`` units per second (median), ``low``-``high`` at the IQR."""
 
     value: float
     low: float
@@ -149,46 +125,37 @@ class Throughput:
     unit: str
     timing: Timing
 
+    @classmethod
+    def of(cls, timing: Timing, work: float, unit: str, scale: float) -> Throughput:
+        """``work`` units per call, per second, divided by ``scale`` (1e9: GFLOP/s, GB/s)."""
+        low, high = timing.rate_spread(work / scale)
+        return cls(work / scale / timing.median, low, high, unit, timing)
+
     def __str__(self) -> str:
         return f"{self.value:,.1f} {self.unit} (IQR {self.low:,.1f}-{self.high:,.1f})"
 
 
-def throughput(timing: Timing, work: float, unit: str, scale: float = 1.0) -> Throughput:
-    """Turn a timing of ``work`` units per call into a rate (divided by ``scale``)."""
-    low, high = timing.rate_spread(work)
-    return Throughput(timing.rate(work) / scale, low / scale, high / scale, unit, timing)
-
-
 def matmul_gflops(
     matmul: Callable[[], object],
-    m: int,
-    k: int,
     n: int,
     *,
-    warmup: int = 2,
     repeats: int = 7,
-    target_s: float = 0.05,
     sync: Callable[[], object] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Throughput:
-    """GFLOP/s of ``matmul()``, a callable doing one ``(m, k) @ (k, n)`` product (2mkn FLOP).
+    """GFLOP/s of ``matmul()``, a callable doing one ``(n, n) @ (n, n)`` product (2 n^3 FLOP):
+    as many calls per sample as last 50 ms (sizing them is the warm-up), then ``repeats`` samples.
 
     The median and spread of many calls: a description of the hardware (notebook 00), not an MFU
     peak (use :func:`utils.mfu.measured_peak` through :func:`utils.compare.compare`).
     """
-    for _ in range(warmup):
-        matmul()
-    number = calls_for(matmul, target_s, clock=clock)
-    timing = time_fn(matmul, warmup=0, repeats=repeats, number=number, sync=sync, clock=clock)
-    return throughput(timing, 2.0 * m * k * n, "GFLOP/s", 1e9)
+    number = calls_for(matmul, 0.05, clock=clock)
+    timing = time_fn(matmul, warmup=1, repeats=repeats, number=number, sync=sync, clock=clock)
+    return Throughput.of(timing, 2.0 * n**3, "GFLOP/s", 1e9)
 
 
 def copy_bandwidth(
-    nbytes: int,
-    *,
-    repeats: int = 5,
-    target_s: float = 0.02,
-    clock: Clock = time.perf_counter,
+    nbytes: int, *, repeats: int = 5, target_s: float = 0.02, clock: Clock = time.perf_counter
 ) -> Throughput:
     """Memory bandwidth (GB/s) of copying an ``nbytes`` float32 array with NumPy (one thread).
 
@@ -196,8 +163,7 @@ def copy_bandwidth(
     read the destination before writing it (write-allocate), so the true traffic can be higher:
     this is a conservative figure. Working sets that fit a cache measure that cache.
     """
-    count = max(nbytes // 4, 1)
-    src = np.ones(count, dtype=np.float32)
+    src = np.ones(max(nbytes // 4, 1), dtype=np.float32)
     dst = np.empty_like(src)
 
     def copy() -> None:
@@ -206,24 +172,7 @@ def copy_bandwidth(
     copy()  # touch the pages: first-touch page faults are not bandwidth
     number = calls_for(copy, target_s, clock=clock)
     timing = time_fn(copy, warmup=1, repeats=repeats, number=number, clock=clock)
-    return throughput(timing, 2.0 * src.nbytes, "GB/s", 1e9)
-
-
-def working_set_sweep(
-    sizes_bytes: Sequence[int],
-    *,
-    repeats: int = 5,
-    target_s: float = 0.02,
-    clock: Clock = time.perf_counter,
-) -> list[tuple[int, Throughput]]:
-    """:func:`copy_bandwidth` for each working set (source + destination = ``size`` bytes)."""
-    return [
-        (size, copy_bandwidth(size // 2, repeats=repeats, target_s=target_s, clock=clock))
-        for size in sizes_bytes
-    ]
-
-
-# --- Caches ----------------------------------------------------------------------------------
+    return Throughput.of(timing, 2.0 * src.nbytes, "GB/s", 1e9)
 
 
 @dataclass(frozen=True)
@@ -237,34 +186,25 @@ class CacheLevel:
 
     @property
     def name(self) -> str:
-        suffix = {"Data": "d", "Instruction": "i"}.get(self.type, "")
-        return f"L{self.level}{suffix}"
+        return f"L{self.level}" + {"Data": "d", "Instruction": "i"}.get(self.type, "")
 
 
 def parse_size(text: str) -> int:
     """'48K' -> 49152, '2048K' -> 2097152, '300M' -> bytes, '512' -> 512."""
     text = text.strip().upper().removesuffix("B")
     factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    digits = text[:-1] if text[-1:] in "KMG" else text
-    return int(digits) * factor
+    return int(text.rstrip("KMG")) * factor
 
 
 def cache_levels(root: str | Path = "/") -> list[CacheLevel]:
     """The caches of CPU 0, from sysfs (empty list where the kernel does not say, e.g. macOS)."""
-    base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
     levels = []
-    for index in sorted(base.glob("index*")):
+    for index in sorted((Path(root) / "sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            levels.append(
-                CacheLevel(
-                    level=int((index / "level").read_text()),
-                    type=(index / "type").read_text().strip(),
-                    size_bytes=parse_size((index / "size").read_text()),
-                    shared_with=(index / "shared_cpu_list").read_text().strip()
-                    if (index / "shared_cpu_list").exists()
-                    else "?",
-                )
-            )
+            level, kind, size = ((index / f).read_text() for f in ("level", "type", "size"))
+            shared = index / "shared_cpu_list"
+            shared_with = shared.read_text().strip() if shared.exists() else "?"
+            levels.append(CacheLevel(int(level), kind.strip(), parse_size(size), shared_with))
         except (OSError, ValueError):
             continue
     return sorted(levels, key=lambda c: (c.level, c.type))
@@ -272,8 +212,8 @@ def cache_levels(root: str | Path = "/") -> list[CacheLevel]:
 
 def format_bytes(n: float) -> str:
     """Binary units for sizes: 49152 -> '48 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
             return f"{n:g} {unit}" if unit == "B" else f"{n:.3g} {unit}"
         n /= 1024
     return f"{n:.3g} GiB"

@@ -36,21 +36,11 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from utils.bench import Timing
 from utils.mfu import MeasurementError
 from utils.mfu import mfu as mfu_ratio
-
-__all__ = [
-    "Comparison",
-    "MeasurementError",
-    "NO_DIFFERENCE",
-    "VERDICT_UNIT",
-    "Variant",
-    "Verdict",
-    "compare",
-    "median_interval",
-]
 
 Clock = Callable[[], float]
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
@@ -85,16 +75,12 @@ def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[f
     distribution, as in the sign test) reaches ``confidence``; with too few values for that,
     the full range and its actual coverage (5 values: 93.8 %; 4 values: 87.5 %).
     """
-    if not values:
-        raise ValueError("need at least one value")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    xs = sorted(values)
-    n = len(xs)
+    if not values or not 0 < confidence < 1:
+        raise ValueError(f"need values and a confidence in (0, 1), got {values!r}, {confidence}")
+    xs, n = sorted(values), len(values)
     best = (xs[0], xs[-1], 1.0 - 2.0 * 0.5**n if n > 1 else 0.0)
     for k in range(1, n // 2):  # use xs[k] .. xs[n-1-k]
-        tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n  # P(Bin(n, 1/2) <= k)
-        coverage = 1.0 - 2.0 * tail
+        coverage = 1.0 - 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
         if coverage < confidence:
             break
         best = (xs[k], xs[n - 1 - k], coverage)
@@ -123,40 +109,28 @@ class Verdict:
             return SLOWER
         return NO_DIFFERENCE
 
-    @property
-    def interval_text(self) -> str:
-        return (
+    def sentence(self) -> str:
+        """The conclusion in words, with the numbers behind it."""
+        numbers = (
             f"{self.ratio:.2f}x, {self.coverage:.0%} interval {self.low:.3f}-{self.high:.3f}x "
             f"over {self.rounds} interleaved rounds"
         )
-
-    def sentence(self) -> str:
-        """The conclusion in words, with the numbers behind it."""
-        if self.state == FASTER:
-            return f"{self.a} is faster than {self.b}: {self.interval_text}."
-        if self.state == SLOWER:
-            return f"{self.a} is slower than {self.b}: {self.interval_text}."
-        bar = (
-            f"a verdict needs the whole interval above {1.0 + self.threshold:.3f}x "
-            f"or below {1.0 / (1.0 + self.threshold):.3f}x"
-        )
-        # The interval can lie wholly on one side of 1x yet inside the bar: say so, so that a
-        # learner does not read "no difference" as "the same speed".
+        if self.state != NO_DIFFERENCE:
+            return f"{self.a} is {self.state} than {self.b}: {numbers}."
+        bar = 1.0 + self.threshold
+        # An interval wholly on one side of 1x yet inside the bar says so: "no difference" is
+        # not "the same speed".
         side = "slower" if self.high < 1.0 else "faster" if self.low > 1.0 else ""
         though = f", though {side} across the whole interval" if side else ""
         if self.threshold > DEFAULT_THRESHOLD:  # raised on purpose: say so, not "can't resolve"
-            return (
-                f"{self.a} vs {self.b}: no difference beyond this comparison's raised bar{though} "
-                f"({self.interval_text}; {bar})."
-            )
-        if side:
-            return (
-                f"{self.a} vs {self.b}: no difference beyond this comparison's "
-                f"{self.threshold:.0%} bar{though} ({self.interval_text}; {bar})."
-            )
+            why = f"no difference beyond this comparison's raised bar{though}"
+        elif side:
+            why = f"no difference beyond this comparison's {self.threshold:.0%} bar{though}"
+        else:
+            why = "no difference this machine can resolve"
         return (
-            f"{self.a} vs {self.b}: no difference this machine can resolve "
-            f"({self.interval_text}; {bar})."
+            f"{self.a} vs {self.b}: {why} ({numbers}; a verdict needs the whole interval above "
+            f"{bar:.3f}x or below {1.0 / bar:.3f}x)."
         )
 
 
@@ -169,17 +143,13 @@ class Comparison:
     peaks: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     orders: tuple[tuple[str, ...], ...] = ()
     threshold: float = DEFAULT_THRESHOLD
-    confidence: float = 0.9
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
 
     def _variant(self, name: str) -> Variant:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(f"no variant {name!r}; have {', '.join(self.names)}")
+        return next(v for v in self.variants if v.name == name)
 
     def timing(self, name: str) -> Timing:
         """Seconds per call over the rounds, as a :class:`utils.bench.Timing` (median, IQR)."""
@@ -193,17 +163,14 @@ class Comparison:
         """(low, high) work per second at the third and first quartile of the round times."""
         return self.timing(name).rate_spread(self._variant(name).work)
 
-    def _flops_and_peak(self, name: str) -> tuple[float, float]:
-        """``name``'s FLOPs per call and the best of the rounds' peaks it divides by."""
-        v = self._variant(name)
-        if v.flops is None or v.peak is None:
-            raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
-        return v.flops, self.peak(v.peak)
+    def peak(self, key: str) -> float:
+        """The best of the rounds' measurements of peak ``key`` (FLOP/s): the ceiling MFU uses."""
+        return max(self.peaks[key])
 
     def mfu_per_round(self, name: str) -> tuple[float, ...]:
         """Each round's achieved FLOP/s over the best peak of the rounds (fractions, unchecked)."""
-        flops, peak = self._flops_and_peak(name)
-        return tuple(flops / s / peak for s in self.seconds[name])
+        v = self._variant(name)
+        return tuple(v.flops / s / self.peak(v.peak) for s in self.seconds[name])
 
     def mfu(self, name: str) -> float:
         """The median round's achieved FLOP/s over the best peak of the rounds, checked.
@@ -212,20 +179,17 @@ class Comparison:
         either up; so the best peak is the ceiling, and an MFU above 100 % means the peak is not
         a ceiling for this work (:class:`MeasurementError`, from :func:`utils.mfu.mfu`).
         """
-        flops, peak = self._flops_and_peak(name)
+        v = self._variant(name)
+        if v.flops is None or v.peak is None:
+            raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
         try:
-            return mfu_ratio(flops, self.timing(name).median, peak)
+            return mfu_ratio(v.flops, self.timing(name).median, self.peak(v.peak))
         except MeasurementError as error:
-            key = self._variant(name).peak
-            rounds = ", ".join(f"{p / 1e9:.3g}" for p in self.peaks[key])
+            rounds = ", ".join(f"{p / 1e9:.3g}" for p in self.peaks[v.peak])
             raise MeasurementError(
-                f"{name}: {error} (the rounds' {key!r} peaks: {rounds} GFLOP/s; "
+                f"{name}: {error} (the rounds' {v.peak!r} peaks: {rounds} GFLOP/s; "
                 "the best is the ceiling)"
             ) from None
-
-    def peak(self, key: str) -> float:
-        """The best of the rounds' measurements of peak ``key`` (FLOP/s): the ceiling MFU uses."""
-        return max(self.peaks[key])
 
     def verdict(self, a: str, b: str) -> Verdict:
         """``a`` against ``b`` from the paired rounds, per unit of work.
@@ -234,20 +198,15 @@ class Comparison:
         different amounts per call (a last partial batch, say) compare by rate, as the table does.
         """
         wa, wb = self._variant(a).work, self._variant(b).work
-        ta, tb = self.seconds[a], self.seconds[b]
-        ratios = [(y / wb) / (x / wa) for x, y in zip(ta, tb, strict=True)]
-        low, high, coverage = median_interval(ratios, self.confidence)
-        return Verdict(
-            a, b, statistics.median(ratios), low, high, coverage, len(ratios), self.threshold
-        )
+        pairs = zip(self.seconds[a], self.seconds[b], strict=True)
+        ratios = [(y / wb) / (x / wa) for x, y in pairs]
+        low, high, coverage = median_interval(ratios)
+        ratio = statistics.median(ratios)
+        return Verdict(a, b, ratio, low, high, coverage, len(ratios), self.threshold)
 
     def table(self, *, baseline: str | None = None) -> str:
-        """A fixed-width table: median rate, its IQR, MFU where defined, and the paired ratio.
-
-        The last column is the verdict's estimate: the median of the per-round ratios to
-        ``baseline`` (each round's two times measured seconds apart). It can differ from the ratio
-        of the median rates when rounds are noisy; a footnote says so.
-        """
+        """A fixed-width table: median rate, its IQR, MFU where defined, and the paired ratio
+        (the verdict's estimate: the median of the per-round ratios to ``baseline``)."""
         baseline = baseline or self.names[0]
         head = f"{'paired vs ' + baseline:>12}"
         lines = [f"{'variant':<28} {'rate /s':>10} {'IQR':>19} {'MFU':>6} {head}"]
@@ -279,9 +238,8 @@ class Comparison:
             v = self.verdict(a, b)
             key = f"{prefix}{_slug(a)}_vs_{_slug(b)}"
             out[f"verdict_{key}"] = (VERDICT_VALUES[v.state], VERDICT_UNIT)
-            out[f"ratio_{key}"] = (round(v.ratio, 4), "x")
-            out[f"ratio_low_{key}"] = (round(v.low, 4), "x")
-            out[f"ratio_high_{key}"] = (round(v.high, 4), "x")
+            for stat, value in (("ratio", v.ratio), ("ratio_low", v.low), ("ratio_high", v.high)):
+                out[f"{stat}_{key}"] = (round(value, 4), "x")
         return out
 
 
@@ -296,15 +254,14 @@ def compare(
     warmup: int = 1,
     peaks: Mapping[str, Callable[[], float]] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
-    confidence: float = 0.9,
     progress: Callable[[int, int], object] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Comparison:
     """Run ``variants`` interleaved for ``rounds`` rounds after ``warmup`` untimed calls each.
 
-    Round ``r`` starts with variant ``r mod n`` and goes round in order, so each variant runs
-    first, second, ... equally often. ``peaks`` maps a key (e.g. ``"float32"``) to a callable that
-    measures FLOP/s now; each is called once per round, in the same rotation as the variants.
+    Round ``r`` starts with job ``r mod n`` and goes round in order, so each runs first, second,
+    ... equally often. ``peaks`` maps a key (e.g. ``"float32"``) to a callable that measures
+    FLOP/s now; each is a job of every round, in the same rotation as the variants.
     ``progress(round, rounds)`` is called after each round (for a progress line on long work).
 
     Raises:
@@ -312,62 +269,43 @@ def compare(
             peak that ``peaks`` lacks.
         MeasurementError: an MFU above 100 % (see :meth:`Comparison.mfu`).
     """
-    names = [v.name for v in variants]
+    names, peaks = [v.name for v in variants], dict(peaks or {})
     if len(variants) < 2 or len(set(names)) != len(names):
         raise ValueError(f"need at least two variants with distinct names, got {names}")
     if rounds < 2 or warmup < 0:
         raise ValueError(f"need rounds >= 2 and warmup >= 0, got rounds={rounds}, warmup={warmup}")
-    peaks = dict(peaks or {})
     for v in variants:
         if v.peak is not None and v.peak not in peaks:
             raise ValueError(f"variant {v.name!r} divides by peak {v.peak!r}; pass peaks={{...}}")
     for _ in range(warmup):
         for v in variants:
-            v.run()
-            if v.sync is not None:
-                v.sync()
-    jobs: list[tuple[str, Callable[[], float]]] = [(v.name, _timer(v, clock)) for v in variants]
+            _seconds(v, clock)
+    jobs = [(v.name, partial(_seconds, v, clock)) for v in variants]
     jobs += [(f"peak:{key}", fn) for key, fn in peaks.items()]
-    seconds: dict[str, list[float]] = {v.name: [] for v in variants}
-    measured: dict[str, list[float]] = {key: [] for key in peaks}
+    measured: dict[str, list[float]] = {name: [] for name, _ in jobs}
     orders = []
     for r in range(rounds):
-        start = r % len(jobs)
-        order = jobs[start:] + jobs[:start]
+        order = jobs[r % len(jobs) :] + jobs[: r % len(jobs)]
         orders.append(tuple(name for name, _ in order))
         for name, job in order:
-            value = job()
-            if name.startswith("peak:"):
-                if not value > 0:
-                    raise MeasurementError(f"peak {name[5:]!r} measured {value!r} FLOP/s")
-                measured[name[5:]].append(value)
-            else:
-                seconds[name].append(value)
+            measured[name].append(job())
+            if not measured[name][-1] > 0:  # seconds or FLOP/s: the clock, sync or peak is wrong
+                raise MeasurementError(f"{name}: measured {measured[name][-1]!r}, not positive")
         if progress is not None:
             progress(r + 1, rounds)
-    result = Comparison(
-        tuple(variants),
-        {k: tuple(v) for k, v in seconds.items()},
-        {k: tuple(v) for k, v in measured.items()},
-        tuple(orders),
-        threshold,
-        confidence,
-    )
+    seconds = {name: tuple(measured[name]) for name in names}
+    peak_values = {key: tuple(measured[f"peak:{key}"]) for key in peaks}
+    result = Comparison(tuple(variants), seconds, peak_values, tuple(orders), threshold)
     for v in variants:
         if v.flops is not None and v.peak is not None:
             result.mfu(v.name)  # raises MeasurementError above 100 %
     return result
 
 
-def _timer(variant: Variant, clock: Clock) -> Callable[[], float]:
-    def timed() -> float:
-        start = clock()
-        variant.run()
-        if variant.sync is not None:
-            variant.sync()
-        elapsed = clock() - start
-        if not elapsed > 0:
-            raise MeasurementError(f"{variant.name}: elapsed time {elapsed!r} s is not positive")
-        return elapsed
-
-    return timed
+def _seconds(variant: Variant, clock: Clock) -> float:
+    """One call of ``variant.run`` (and its ``sync``), timed."""
+    start = clock()
+    variant.run()
+    if variant.sync is not None:
+        variant.sync()
+    return clock() - start

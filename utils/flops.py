@@ -38,22 +38,24 @@ class LayerCost:
 
 
 def _out_size(size: int, kernel: int, stride: int, padding: str) -> int:
-    if padding == "valid":
-        return (size - kernel) // stride + 1
-    if padding == "same":
-        return -(-size // stride)
-    raise ValueError(f"padding must be 'valid' or 'same', got {padding!r}")
+    if padding not in ("valid", "same"):
+        raise ValueError(f"padding must be 'valid' or 'same', got {padding!r}")
+    return (size - kernel) // stride + 1 if padding == "valid" else -(-size // stride)
+
+
+def _weighted(
+    name: str, mkn: tuple[int, int, int], inputs: int, shape: tuple, bias: bool, dtype_bytes: int
+) -> LayerCost:
+    """A layer that is one ``(m, k) @ (k, n)`` over ``inputs`` input elements, ``+ bias``."""
+    m, k, n = mkn
+    weights = k * n + (n if bias else 0)
+    flops = 2 * m * k * n + (m * n if bias else 0)
+    return LayerCost(name, flops, dtype_bytes * (inputs + weights + m * n), shape, mkn)
 
 
 def matmul_cost(m: int, k: int, n: int, *, dtype_bytes: int = 4, name: str = "matmul") -> LayerCost:
     """``(m, k) @ (k, n)``: ``2*m*k*n`` FLOPs; reads both operands, writes the result."""
-    return LayerCost(
-        name=name,
-        flops=2 * m * k * n,
-        bytes=dtype_bytes * (m * k + k * n + m * n),
-        output_shape=(m, n),
-        matmul=(m, k, n),
-    )
+    return _weighted(name, (m, k, n), m * k, (m, n), False, dtype_bytes)
 
 
 def conv2d_cost(
@@ -76,18 +78,8 @@ def conv2d_cost(
     h, w, c = input_shape
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     oh, ow = _out_size(h, kh, stride, padding), _out_size(w, kw, stride, padding)
-    outputs = batch * oh * ow * filters
-    macs_per_output = kh * kw * c
-    flops = 2 * outputs * macs_per_output + (outputs if bias else 0)
-    weights = kh * kw * c * filters + (filters if bias else 0)
-    traffic = dtype_bytes * (batch * h * w * c + weights + outputs)
-    return LayerCost(
-        name=name,
-        flops=flops,
-        bytes=traffic,
-        output_shape=(batch, oh, ow, filters),
-        matmul=(batch * oh * ow, macs_per_output, filters),
-    )
+    mkn = (batch * oh * ow, kh * kw * c, filters)
+    return _weighted(name, mkn, batch * h * w * c, (batch, oh, ow, filters), bias, dtype_bytes)
 
 
 def dense_cost(
@@ -100,17 +92,8 @@ def dense_cost(
     name: str = "dense",
 ) -> LayerCost:
     """A fully connected layer: ``(batch, in) @ (in, units)`` (+ bias)."""
-    outputs = batch * units
-    flops = 2 * batch * in_features * units + (outputs if bias else 0)
-    weights = in_features * units + (units if bias else 0)
-    traffic = dtype_bytes * (batch * in_features + weights + outputs)
-    return LayerCost(
-        name=name,
-        flops=flops,
-        bytes=traffic,
-        output_shape=(batch, units),
-        matmul=(batch, in_features, units),
-    )
+    mkn = (batch, in_features, units)
+    return _weighted(name, mkn, batch * in_features, (batch, units), bias, dtype_bytes)
 
 
 def maxpool2d_cost(
@@ -128,12 +111,8 @@ def maxpool2d_cost(
     h, w, c = input_shape
     oh, ow = h // pool, w // pool
     outputs = batch * oh * ow * c
-    return LayerCost(
-        name=name,
-        flops=outputs * (pool * pool - 1),
-        bytes=dtype_bytes * (batch * h * w * c + outputs),
-        output_shape=(batch, oh, ow, c),
-    )
+    traffic = dtype_bytes * (batch * h * w * c + outputs)
+    return LayerCost(name, outputs * (pool * pool - 1), traffic, (batch, oh, ow, c))
 
 
 def elementwise_cost(
@@ -145,12 +124,8 @@ def elementwise_cost(
     name: str = "elementwise",
 ) -> LayerCost:
     """An elementwise op (ReLU, add, ...): reads ``inputs`` arrays, writes one."""
-    return LayerCost(
-        name=name,
-        flops=elements * flops_per_element,
-        bytes=dtype_bytes * elements * (inputs + 1),
-        output_shape=(elements,),
-    )
+    traffic = dtype_bytes * elements * (inputs + 1)
+    return LayerCost(name, elements * flops_per_element, traffic, (elements,))
 
 
 def seed_cnn_costs(

@@ -18,7 +18,7 @@ summed; a tile that does not fill the array is padded with zeros, and the padded
 work: the *padding waste* that makes shapes that are multiples of 128 (256 on TPU v6e) fast.
 
 Real MXUs overlap the next weight load with the current stream (double buffering); this model does
-not, to keep the picture simple. Use :func:`tile_cycles` with ``overlap_load=True`` for that count.
+not, to keep the picture simple.
 """
 
 from __future__ import annotations
@@ -31,15 +31,10 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Snapshot:
-    """State of the array at the end of one cycle (for drawing).
-
-    ``activations[i, j]`` is the activation held by PE ``(i, j)``, ``active[i, j]`` whether it
-    did a useful multiply-add this cycle (the activation is a real element of ``X`` and the
-    weight a real element of ``W``).
-    """
+    """The array at the end of one stream cycle: the activation each PE holds, and whether it did
+    a useful multiply-add (a real element of ``X`` times a real element of ``W``)."""
 
     cycle: int
-    tile: tuple[int, int]
     activations: np.ndarray
     active: np.ndarray
 
@@ -49,97 +44,69 @@ class SystolicResult:
     """Output of :func:`simulate`: the product, cycle counts and optional snapshots."""
 
     output: np.ndarray
-    cycles: int
-    load_cycles: int
-    stream_cycles: int
     tiles: int
+    stream_cycles: int
     useful_macs: int
     array_shape: tuple[int, int]
     snapshots: list[Snapshot] = field(default_factory=list)
 
     @property
+    def load_cycles(self) -> int:
+        return self.tiles * self.array_shape[0]
+
+    @property
+    def cycles(self) -> int:
+        return self.load_cycles + self.stream_cycles
+
+    @property
     def utilisation(self) -> float:
         """Useful multiply-adds / (PEs * cycles): 1.0 would be every PE busy every cycle."""
         rows, cols = self.array_shape
-        return self.useful_macs / (rows * cols * self.cycles) if self.cycles else 0.0
+        return self.useful_macs / (rows * cols * self.cycles)
 
 
-def tile_cycles(m: int, rows: int, cols: int, *, overlap_load: bool = False) -> int:
-    """Cycles for one weight tile: load ``rows`` + stream ``m + rows + cols - 2``.
-
-    With ``overlap_load`` the load is hidden behind the previous tile's stream (not counted).
-    """
-    stream = m + rows + cols - 2
-    return stream if overlap_load else rows + stream
+def matmul_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
+    """Cycles of ``(m, k) @ (k, n)`` on a ``rows x cols`` array: per tile, load ``rows`` and
+    stream ``m + rows + cols - 2``."""
+    return math.ceil(k / rows) * math.ceil(n / cols) * (rows + m + rows + cols - 2)
 
 
-def matmul_cycles(
-    m: int, k: int, n: int, rows: int, cols: int, *, overlap_load: bool = False
-) -> int:
-    """Total cycles of ``(m, k) @ (k, n)`` on a ``rows x cols`` array (formula of the model)."""
-    tiles = math.ceil(k / rows) * math.ceil(n / cols)
-    return tiles * tile_cycles(m, rows, cols, overlap_load=overlap_load)
+def padding_efficiency(k: int, n: int, tile: int = 128) -> float:
+    """The MXU fill: the fraction of a ``tile x tile`` array's PEs holding real weights when a
+    ``(k, n)`` weight matrix is padded to whole tiles (``M``, streamed through, is not padded).
+    The course's one MXU-fill rule (``utils.roofline`` uses it too)."""
+    return (k * n) / (math.ceil(k / tile) * tile * math.ceil(n / tile) * tile)
 
 
-def padding_efficiency(k: int, n: int, rows: int = 128, cols: int | None = None) -> float:
-    """Fraction of the PEs holding real weights when a ``(k, n)`` weight matrix is tiled.
-
-    ``K`` is padded to a multiple of ``rows`` and ``N`` to a multiple of ``cols`` (default square
-    array). ``1 - padding_efficiency`` is the padding waste. ``M`` (streamed rows) is not padded
-    in this model.
-    """
-    cols = rows if cols is None else cols
-    kp = math.ceil(k / rows) * rows
-    np_ = math.ceil(n / cols) * cols
-    return (k * n) / (kp * np_)
-
-
-def _simulate_tile(
-    x: np.ndarray,
-    w_tile: np.ndarray,
-    k_valid: int,
-    n_valid: int,
-    tile: tuple[int, int],
-    cycle0: int,
-    keep: set[int] | None,
-    snapshots: list[Snapshot],
+def _stream(
+    x: np.ndarray, w_tile: np.ndarray, real: np.ndarray, cycle0: int, keep: set, out: list
 ) -> np.ndarray:
-    """Stream ``x`` (M x rows, zero padded) through an array holding ``w_tile`` (rows x cols)."""
+    """Stream ``x`` (M x rows, zero padded) through an array holding ``w_tile`` (rows x cols);
+    ``real`` marks the PEs holding real weights; snapshots of the cycles in ``keep`` go to
+    ``out``."""
     m = x.shape[0]
     rows, cols = w_tile.shape
-    acc_dtype = np.result_type(x.dtype, w_tile.dtype, np.float64)
-    act = np.zeros((rows, cols), dtype=acc_dtype)  # activation register of each PE
+    act = np.zeros((rows, cols), dtype=x.dtype)  # activation register of each PE
     act_valid = np.zeros((rows, cols), dtype=bool)
-    psum = np.zeros((rows, cols), dtype=acc_dtype)  # partial-sum register of each PE
-    out = np.zeros((m, cols), dtype=acc_dtype)
-    weight_real = np.zeros((rows, cols), dtype=bool)
-    weight_real[:k_valid, :n_valid] = True
+    psum = np.zeros((rows, cols), dtype=x.dtype)  # partial-sum register of each PE
+    y = np.zeros((m, cols), dtype=x.dtype)
     row_idx = np.arange(rows)
     for t in range(m + rows + cols - 2):
         # 1. activations move one PE to the right; new ones enter the left column, skewed.
-        act[:, 1:] = act[:, :-1]
-        act_valid[:, 1:] = act_valid[:, :-1]
+        act[:, 1:], act_valid[:, 1:] = act[:, :-1], act_valid[:, :-1]
         src = t - row_idx  # row m of X whose element i enters row i now
         entering = (src >= 0) & (src < m)
         act[:, 0] = np.where(entering, x[np.clip(src, 0, m - 1), row_idx], 0)
         act_valid[:, 0] = entering
         # 2. partial sums move one PE down; each PE adds its product.
-        above = np.vstack([np.zeros((1, cols), dtype=acc_dtype), psum[:-1]])
-        psum = above + act * w_tile
+        psum = np.vstack([np.zeros((1, cols), dtype=x.dtype), psum[:-1]]) + act * w_tile
         # 3. the bottom row now holds finished results Y[t - (rows-1) - j, j].
         m_out = t - (rows - 1) - np.arange(cols)
         done = (m_out >= 0) & (m_out < m)
-        out[m_out[done], np.nonzero(done)[0]] = psum[-1, done]
-        if keep is not None and cycle0 + t in keep:
-            snapshots.append(
-                Snapshot(
-                    cycle=cycle0 + t,
-                    tile=tile,
-                    activations=act.copy(),
-                    active=act_valid & weight_real,
-                )
-            )
-    return out
+        y[m_out[done], np.nonzero(done)[0]] = psum[-1, done]
+        if cycle0 + t in keep:
+            out.append(Snapshot(cycle0 + t, act.copy(), act_valid & real))
+    return y
 
 
 def simulate(
@@ -148,47 +115,33 @@ def simulate(
     *,
     rows: int = 4,
     cols: int | None = None,
-    snapshot_cycles: list[int] | range | None = None,
+    snapshot_cycles: list[int] | range = (),
 ) -> SystolicResult:
     """Multiply ``x @ w`` on a ``rows x cols`` weight-stationary array, cycle by cycle.
 
     ``snapshot_cycles`` lists global stream-cycle numbers (load cycles excluded) to record
     for drawing. Returns the product (float64 for float inputs) with cycle counts and utilisation.
     """
-    x = np.asarray(x)
-    w = np.asarray(w)
+    x, w = np.asarray(x), np.asarray(w)
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"need (M, K) @ (K, N); got {x.shape} @ {w.shape}")
-    cols = rows if cols is None else cols
-    m, k = x.shape
-    n = w.shape[1]
-    keep = set(snapshot_cycles) if snapshot_cycles is not None else None
-    snapshots: list[Snapshot] = []
-    acc_dtype = np.result_type(x.dtype, w.dtype, np.float64)
-    y = np.zeros((m, n), dtype=acc_dtype)
-    tiles = 0
-    stream_cycles = 0
+    cols = cols or rows
+    (m, k), n = x.shape, w.shape[1]
+    dtype = np.result_type(x.dtype, w.dtype, np.float64)
+    y = np.zeros((m, n), dtype=dtype)
+    result = SystolicResult(y, 0, 0, m * k * n, (rows, cols))
     for j0 in range(0, n, cols):  # one column block of W (one slice of outputs)
         for i0 in range(0, k, rows):  # one row block of W (one slice of the reduction)
             kv, nv = min(rows, k - i0), min(cols, n - j0)
-            w_tile = np.zeros((rows, cols), dtype=acc_dtype)
+            w_tile = np.zeros((rows, cols), dtype=dtype)
             w_tile[:kv, :nv] = w[i0 : i0 + kv, j0 : j0 + nv]
-            x_tile = np.zeros((m, rows), dtype=acc_dtype)
+            x_tile = np.zeros((m, rows), dtype=dtype)
             x_tile[:, :kv] = x[:, i0 : i0 + kv]
-            part = _simulate_tile(
-                x_tile, w_tile, kv, nv, (i0 // rows, j0 // cols), stream_cycles, keep, snapshots
-            )
+            real = np.zeros((rows, cols), dtype=bool)
+            real[:kv, :nv] = True
+            start = result.stream_cycles
+            part = _stream(x_tile, w_tile, real, start, set(snapshot_cycles), result.snapshots)
             y[:, j0 : j0 + nv] += part[:, :nv]
-            tiles += 1
-            stream_cycles += m + rows + cols - 2
-    load_cycles = tiles * rows
-    return SystolicResult(
-        output=y,
-        cycles=load_cycles + stream_cycles,
-        load_cycles=load_cycles,
-        stream_cycles=stream_cycles,
-        tiles=tiles,
-        useful_macs=m * k * n,
-        array_shape=(rows, cols),
-        snapshots=snapshots,
-    )
+            result.tiles += 1
+            result.stream_cycles += m + rows + cols - 2
+    return result

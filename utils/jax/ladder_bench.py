@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from functools import partial
 
-from utils import data, mfu, runtime
+from utils import compare, data, mfu, runtime
 from utils.jax import peak as jax_peak
 
 
@@ -30,17 +31,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rt = runtime.detect()
     tpu = rt.tpu.generation if rt.accelerator == "tpu" and rt.tpu else None
-    if tpu in mfu.PUBLISHED_PEAK_TFLOPS:
-        published = mfu.peak_flops(tpu_generation=tpu, chips=jax.device_count())
-        peaks = {d: (lambda: published) for d in ("float32", "bfloat16")}
-    else:
-        peaks = {d: jax_peak.matmul_peak(1024, d) for d in ("float32", "bfloat16")}
+    measure = partial(jax_peak.matmul_peak, 1024)  # measure(dtype): a jitted 1024x1024 matmul
+    peaks = mfu.choose_peaks(measure, tpu_generation=tpu, chips=jax.device_count())
     cifar = data.load_cifar10(source="standin", subset=args.images, normalize=True)
     rungs = ladder.build_rungs(
         ladder.ladder_specs(128), cifar.x_train, cifar.y_train.astype("int32")
     )
     print(f"JAX ladder on {jax.devices()[0].platform}: {len(rungs)} rungs, {args.rounds} rounds")
-    result = ladder.compare_rungs(rungs, peaks=peaks, rounds=args.rounds, warmup=1)
+    variants = [r.variant() for r in rungs]
+    result = compare.compare(variants, rounds=args.rounds, warmup=1, peaks=peaks)
     print(ladder.report(result, rungs, cifar.x_test, cifar.y_test.astype("int32")))
     return 0
 

@@ -14,8 +14,6 @@ import jax.numpy as jnp
 
 from utils.mfu import measured_peak
 
-__all__ = ["matmul", "matmul_peak"]
-
 
 def matmul(n: int = 1024, dtype: str = "float32") -> Callable[[], object]:
     """A zero-argument callable doing one jitted ``(n, n) @ (n, n)`` at ``dtype`` and waiting."""

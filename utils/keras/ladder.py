@@ -16,15 +16,15 @@ The rungs, each from the one before it:
 6. **MXU-shaped width**: every layer ``mxu_width`` wide (128: a v5e MXU's edge), so its matmuls
    fill the matrix unit.
 
-:func:`build_rungs` returns the rungs; :func:`compare_rungs` measures them with
-:func:`utils.compare.compare` (interleaved rounds, warm-up excluded, the peak at each rung's dtype
-measured in every round). Every rung trains for the same number of calls, so from rung 2 on
+:func:`build_rungs` returns the rungs; :func:`utils.compare.compare` measures their
+:meth:`Rung.variant` (interleaved rounds, warm-up excluded, the peak at each rung's dtype measured
+in every round). Every rung trains for the same number of calls, so from rung 2 on
 every model has seen the same images when :meth:`Rung.accuracy` is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import keras
@@ -33,22 +33,6 @@ import numpy as np
 from utils import compare as compare_mod
 from utils import flops as flops_mod
 from utils import mfu as mfu_mod
-
-__all__ = [
-    "Rung",
-    "RungSpec",
-    "build_model",
-    "build_rungs",
-    "changed_levers",
-    "one_lever",
-    "steps_per_call",
-    "tiny_rung",
-    "compare_rungs",
-    "ladder_specs",
-    "step_pairs",
-    "report",
-    "table",
-]
 
 SEED_WIDTHS = (32, 64, 64, 64)
 """The seed CNN's conv channels and hidden dense units."""
@@ -89,56 +73,28 @@ def ladder_specs(
     mxu_width: int = 128,
 ) -> list[RungSpec]:
     """The six rungs; each is the previous one with one field changed (``lever`` names it)."""
-    if batch < 1 or batch_scale < 1 or steps_per_execution < 1 or mxu_width < 1:
-        raise ValueError("batch, batch_scale, steps_per_execution and mxu_width must be >= 1")
-    seed = RungSpec("1 seed: fit(numpy)", "the seed's way", batch, learning_rate)
-    static = replace(
-        seed, name="2 static shapes", lever="drop the partial batch", drop_remainder=True
-    )
-    big = replace(
-        static,
-        name=f"3 batch x{batch_scale}, lr x{batch_scale}",
-        lever=f"batch {batch} -> {batch * batch_scale}, learning rate scaled with it",
-        batch=batch * batch_scale,
-        learning_rate=learning_rate * batch_scale,
-    )
-    bf16 = replace(
-        big, name="4 mixed_bfloat16", lever="policy mixed_bfloat16", policy="mixed_bfloat16"
-    )
-    spe = replace(
-        bf16,
-        name=f"5 steps_per_execution {steps_per_execution}",
-        lever=f"steps_per_execution 1 -> {steps_per_execution}",
-        steps_per_execution=steps_per_execution,
-    )
-    wide = replace(
-        spe,
-        name=f"6 width {mxu_width}",
-        lever=f"every layer {mxu_width} wide (the MXU's edge)",
-        widths=(mxu_width,) * 4,
-    )
-    return [seed, static, big, bf16, spe, wide]
+    n, spe, w = batch_scale, steps_per_execution, mxu_width
+    specs = [RungSpec("1 seed: fit(numpy)", "the seed's way", batch, learning_rate)]
+    for name, lever, change in (
+        ("2 static shapes", "drop the partial batch", {"drop_remainder": True}),
+        (
+            f"3 batch x{n}, lr x{n}",
+            f"batch {batch} -> {batch * n}, learning rate scaled with it",
+            {"batch": batch * n, "learning_rate": learning_rate * n},
+        ),
+        ("4 mixed_bfloat16", "policy mixed_bfloat16", {"policy": "mixed_bfloat16"}),
+        (
+            f"5 steps_per_execution {spe}",
+            f"steps_per_execution 1 -> {spe}",
+            {"steps_per_execution": spe},
+        ),
+        (f"6 width {w}", f"every layer {w} wide (the MXU's edge)", {"widths": (w,) * 4}),
+    ):
+        specs.append(replace(specs[-1], name=name, lever=lever, **change))
+    return specs
 
 
-def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0) -> keras.Model:
-    """The seed CNN at ``spec``'s widths and policy, compiled the seed's way plus ``spec``."""
-    keras.utils.set_random_seed(seed)
-    c1, c2, c3, dense = spec.widths
-    kw = {"dtype": spec.policy}
-    model = keras.Sequential(
-        [
-            keras.Input(shape=(32, 32, 3)),
-            keras.layers.Conv2D(c1, (3, 3), activation="relu", **kw),
-            keras.layers.MaxPooling2D((2, 2), **kw),
-            keras.layers.Conv2D(c2, (3, 3), activation="relu", **kw),
-            keras.layers.MaxPooling2D((2, 2), **kw),
-            keras.layers.Conv2D(c3, (3, 3), activation="relu", **kw),
-            keras.layers.Flatten(**kw),
-            keras.layers.Dense(dense, activation="relu", **kw),
-            keras.layers.Dense(num_classes, **kw),
-        ],
-        name=f"cnn_{c1}_{c2}_{c3}_{dense}",
-    )
+def _compiled(model: keras.Model, spec: RungSpec) -> keras.Model:
     model.compile(
         optimizer=keras.optimizers.Adam(spec.learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -146,6 +102,29 @@ def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0) -> kera
         steps_per_execution=spec.steps_per_execution,
     )
     return model
+
+
+def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0) -> keras.Model:
+    """The seed CNN at ``spec``'s widths and policy, compiled the seed's way plus ``spec``."""
+    keras.utils.set_random_seed(seed)
+    c1, c2, c3, dense = spec.widths
+    kw = {"dtype": spec.policy}
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(32, 32, 3)),
+            layers.Conv2D(c1, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(c2, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(c3, (3, 3), activation="relu", **kw),
+            layers.Flatten(**kw),
+            layers.Dense(dense, activation="relu", **kw),
+            layers.Dense(num_classes, **kw),
+        ],
+        name=f"cnn_{c1}_{c2}_{c3}_{dense}",
+    )
+    return _compiled(model, spec)
 
 
 @dataclass
@@ -163,30 +142,19 @@ class Rung:
         """Images trained per call."""
         return len(self.x)
 
-    @property
-    def flops_per_call(self) -> float:
-        return self.spec.flops_per_image * self.images
-
     def run(self) -> None:
         """One pass over the training arrays (one timed unit)."""
         self.model.fit(self.x, self.y, batch_size=self.spec.batch, epochs=1, verbose=0)
 
     def variant(self) -> compare_mod.Variant:
-        if self.tiny:  # no model math to speak of: no MFU
-            return compare_mod.Variant(self.spec.name, self.run, work=self.images)
-        return compare_mod.Variant(
-            self.spec.name,
-            self.run,
-            work=self.images,
-            flops=self.flops_per_call,
-            peak=self.spec.peak_key,
-        )
+        """The rung for :func:`utils.compare.compare` (a tiny rung has no model math: no MFU)."""
+        flops = self.spec.flops_per_image * self.images
+        flops, peak = (None, None) if self.tiny else (flops, self.spec.peak_key)
+        return compare_mod.Variant(self.spec.name, self.run, self.images, flops, peak)
 
     def accuracy(self, x_test: np.ndarray, y_test: np.ndarray) -> float:
         """Test accuracy of the model as trained so far."""
-        logs = self.model.evaluate(
-            x_test, y_test, batch_size=self.spec.batch, verbose=0, return_dict=True
-        )
+        logs = self.model.evaluate(x_test, y_test, self.spec.batch, verbose=0, return_dict=True)
         return float(logs["accuracy"])
 
 
@@ -207,8 +175,8 @@ def build_rungs(
         raise ValueError(f"{len(x)} images make no full batch of {cut_batch}")
     rungs = []
     for spec in specs:
-        xs, ys = (x[:keep], y[:keep]) if spec.drop_remainder else (x, y)
-        rungs.append(Rung(spec, build_model(spec, num_classes, seed=seed), xs, ys))
+        n = keep if spec.drop_remainder else len(x)
+        rungs.append(Rung(spec, build_model(spec, num_classes, seed=seed), x[:n], y[:n]))
     return rungs
 
 
@@ -216,16 +184,12 @@ def tiny_rung(spec: RungSpec, x: np.ndarray, y: np.ndarray, *, num_classes: int 
     """``spec``'s way of training (batch, steps per call) with a model that has almost no work
     (Flatten -> Dense): its time per step is the host's overhead per step, fed the same way."""
     keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [keras.Input(shape=(32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(num_classes)],
-        name="tiny",
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(spec.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-        steps_per_execution=spec.steps_per_execution,
-    )
+    layers = [
+        keras.Input(shape=(32, 32, 3)),
+        keras.layers.Flatten(),
+        keras.layers.Dense(num_classes),
+    ]
+    model = _compiled(keras.Sequential(layers, name="tiny"), spec)
     keep = len(x) // spec.batch * spec.batch if spec.drop_remainder else len(x)
     name = f"host overhead, steps_per_execution {spec.steps_per_execution}"
     return Rung(replace(spec, name=name), model, x[:keep], y[:keep], tiny=True)
@@ -236,18 +200,6 @@ def steps_per_call(rung: Rung) -> int:
     return -(-rung.images // rung.spec.batch)
 
 
-LEVERS = (
-    frozenset({"batch", "learning_rate"}),
-    frozenset({"drop_remainder"}),
-    frozenset({"policy"}),
-    frozenset({"steps_per_execution"}),
-    frozenset({"widths"}),
-    frozenset({"learning_rate"}),
-    frozenset({"batch"}),
-)
-"""The levers a rung may change, one at a time (a batch change may bring its learning rate)."""
-
-
 def changed_levers(before: RungSpec, after: RungSpec) -> frozenset[str]:
     """The training fields that differ between two specs (names and lever texts aside)."""
     fields = ("batch", "learning_rate", "policy", "steps_per_execution", "widths", "drop_remainder")
@@ -255,29 +207,17 @@ def changed_levers(before: RungSpec, after: RungSpec) -> frozenset[str]:
 
 
 def one_lever(before: RungSpec, after: RungSpec) -> bool:
-    """Whether ``after`` is ``before`` with exactly one lever of :data:`LEVERS` changed."""
-    return changed_levers(before, after) in LEVERS
-
-
-def compare_rungs(
-    rungs: Sequence[Rung],
-    *,
-    peaks: Mapping[str, Callable[[], float]],
-    rounds: int = 3,
-    warmup: int = 1,
-    progress: Callable[[int, int], object] | None = None,
-) -> compare_mod.Comparison:
-    """All rungs interleaved, ``warmup`` untimed passes each, the peaks measured every round."""
-    return compare_mod.compare(
-        [r.variant() for r in rungs], rounds=rounds, warmup=warmup, peaks=peaks, progress=progress
-    )
+    """Whether ``after`` is ``before`` with exactly one lever changed (a batch change may bring
+    its learning rate)."""
+    changed = changed_levers(before, after)
+    return len(changed) == 1 or changed == {"batch", "learning_rate"}
 
 
 def step_pairs(rungs: Sequence[Rung], course: str | None = None) -> list[tuple[str, str]]:
     """(rung, the rung before it) for every step up the ladder, and (course, seed) if given."""
     names = [r.spec.name for r in rungs]
     pairs = list(zip(names[1:], names[:-1], strict=True))
-    if course is not None and (course, names[0]) not in pairs and course != names[0]:
+    if course is not None and course != names[0] and (course, names[0]) not in pairs:
         pairs.append((course, names[0]))
     return pairs
 
@@ -286,8 +226,7 @@ def table(
     result: compare_mod.Comparison, rungs: Sequence[Rung], accuracy: Mapping[str, float]
 ) -> str:
     """images/s (median, IQR), MFU at the rung's dtype, test accuracy, images per pass."""
-    head = f"{'rung':<28}{'images/s':>10}{'IQR':>19}{'MFU':>7}{'accuracy':>10}{'images':>8}"
-    lines = [head]
+    lines = [f"{'rung':<28}{'images/s':>10}{'IQR':>19}{'MFU':>7}{'accuracy':>10}{'images':>8}"]
     for r in rungs:
         name = r.spec.name
         lo, hi = result.rate_spread(name)

@@ -15,8 +15,6 @@ import tensorflow as tf
 
 from utils.mfu import measured_peak
 
-__all__ = ["matmul", "matmul_peak"]
-
 
 def matmul(
     n: int = 1024, dtype: str = "float32", *, jit_compile: bool = False
