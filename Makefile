@@ -35,7 +35,7 @@ help:
 	@echo "              PLATFORMS=colab or NB=04 for fewer); writes results/platform-matrix.md"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
-	@echo "make bench    the training ladder on Keras + JAX (verdict per rung), then the TF benchmarks (Cloud TPU VMs)"
+	@echo "make bench    the training ladder on Keras + JAX: a verdict, interval and coverage per rung"
 	@echo "make twice NB=09  run a notebook twice (second time beside a CPU hog); fail on opposite verdicts"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
@@ -195,12 +195,9 @@ format: $(STAMP)
 refresh: $(STAMP)
 	$(BIN)/python -m tests.tools.course refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)
 
-# The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved
-# rounds; then the tf.data benchmark, for Cloud TPU VMs with a TF image (and this CPU).
+# The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved rounds.
 bench: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m utils.jax.ladder_bench
-	@echo "--- tf.data (for Cloud TPU VMs with a TF image) ---"
-	$(BIN)/python -m utils.tf.input_bench
 
 # Maintainer check: run notebook NB twice (the second time beside a 2-process CPU hog) and fail
 # on opposite verdicts. Heavy: on a shared machine, prefix it with the course's lock.
