@@ -67,16 +67,14 @@ def test_the_main_line_ends_with_the_recap_and_the_detours_are_appendices() -> N
     assert "What each setting buys" in sections[2] and "Save and load" in sections[3]
     assert sections[4].startswith("## Exercise") and recap == 5
     assert sections[recap + 1].startswith("## Appendix A · One device or eight")
-    assert sections[recap + 2].startswith("## Appendix B · TensorFlow backend vs JAX backend")
     main, _ = _split(cs)
     links = [text(c) for c in main if c["cell_type"] == "markdown"]
     assert any("Appendix A" in t and "One device or eight" in t for t in links)
-    assert any("Appendix B" in t and "TensorFlow backend vs JAX backend" in t for t in links)
-    assert sections[recap + 3].startswith(
-        "## Appendix C · steps_per_execution in Keras' JAX trainer"
+    assert sections[recap + 2].startswith(
+        "## Appendix B · steps_per_execution in Keras' JAX trainer"
     )
     assert any(
-        "Appendix C ·" in t and "steps_per_execution in Keras' JAX trainer" in t for t in links
+        "Appendix B ·" in t and "steps_per_execution in Keras' JAX trainer" in t for t in links
     )
 
 
@@ -122,5 +120,5 @@ def test_exercise_placeholder_conditional_solution_and_asserting_check() -> None
 def test_results_are_recorded_last_in_a_collapsed_cell() -> None:
     last = cells(NB02)[-1]
     assert hidden(last) and text(last).startswith("# @title Save this run's results")
-    for key in ("one_vs_all_devices_max_weight_diff", "jax_vs_", "images_per_s_float32"):
+    for key in ("one_vs_all_devices_max_weight_diff", "images_per_s_float32"):
         assert key in text(last)

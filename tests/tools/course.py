@@ -190,7 +190,8 @@ def refresh(notebooks: Sequence[Path], kernel: str, timeout: float = 0) -> int:
         write_notebook(path, nb)
         copy.unlink()
         seconds = time.perf_counter() - start
-        _record_run_time(path.stem, seconds)
+        if path.parent == NOTEBOOKS.resolve():
+            _record_run_time(path.stem, seconds)
         print(f"{path.stem}: refreshed in {seconds:.0f} s", flush=True)
     return failed
 

@@ -77,7 +77,11 @@ import json, os, subprocess, sys
 nb = json.load(open(sys.argv[1], encoding="utf-8"))
 cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
 params = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
-call = next(l for c in cells for l in c["source"] if l.startswith("rt = bootstrap.prepare("))
+import ast
+texts = ["".join(c["source"]) for c in cells]
+code = "\n".join(t for t in texts if "bootstrap.prepare(" in t)
+call = next(ast.get_source_segment(code, n) for n in ast.parse(code).body
+            if isinstance(n, ast.Assign) and "bootstrap.prepare(" in ast.unparse(n.value))
 source = "from utils import bootstrap\n" + params + "\n" + call
 os.environ.update(json.loads(sys.argv[2]))
 calls = []
