@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.tools.platforms import PLATFORMS
 from utils import bootstrap
 
 
@@ -73,22 +74,12 @@ def test_prepare_respects_course_no_install_on_colab():
 # --------------------------------------------------------------------------- runtimes, faked
 # Package sets from shared/platforms/ (Colab: backend-info pip-freeze.tpu.txt 2026-08; Kaggle:
 # docker-python tpu/ 2026-08): what `importlib.metadata` would report there.
-COLAB_TPU_ENV = {
-    "COLAB_RELEASE_TAG": "release-colab-external_20261101-060051_RC00",
-    "COLAB_TPU_1VM": "1",
-    "TPU_ACCELERATOR_TYPE": "v5e-1",
-    "TPU_WORKER_HOSTNAMES": "localhost",
-}
+COLAB_TPU_ENV = PLATFORMS["colab"]["env"]  # what the image sets (one home: the platform matrix)
 COLAB_TPU_PACKAGES = {
     "jax": "0.7.2", "keras": "3.13.2", "libtpu": "0.0.21.1", "torch": "2.9.0+cpu",
     "torch_xla": "2.9.0",
 }  # fmt: skip
-KAGGLE_TPU_ENV = {
-    "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
-    "KAGGLE_URL_BASE": "https://www.kaggle.com",
-    "TPU_ACCELERATOR_TYPE": "v5litepod-8",
-    "TPU_WORKER_HOSTNAMES": "localhost",
-}
+KAGGLE_TPU_ENV = PLATFORMS["kaggle"]["env"]
 KAGGLE_TPU_PACKAGES = {
     "tensorflow-cpu": "2.20.0", "jax": "0.7.2", "keras": "3.12.0", "libtpu": "0.0.17",
     "torch": "2.8.0+cpu", "torch_xla": "2.8.0",

@@ -50,14 +50,19 @@ print(json.dumps({"diff": diff, "r1": r1, "r4": r4, "shards": shards}))
 """
 
 
-def test_four_devices_compute_what_one_computes() -> None:
+def _child_result(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (its own XLA_FLAGS) and read its last line as JSON."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_four_devices_compute_what_one_computes() -> None:
+    result = _child_result(CHILD)
     assert result["shards"] == [2, 2, 2, 2]
     assert result["r1"] == 0 and result["r4"] > 0  # XLA inserts the gradient's all-reduce
     assert result["diff"] < 1e-4, result  # float32: only the order of the additions differs
@@ -121,13 +126,7 @@ print(json.dumps({
 def test_first_step_gradients_agree_within_the_derived_tolerance() -> None:
     """1 vs 4 devices: first-step gradients within ``cnn.sum_tolerance`` (float32, and bfloat16
     operands as a TPU's default precision rounds them); a missing all-reduce breaks it."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run(
-        [sys.executable, "-c", GRADS_CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _child_result(GRADS_CHILD)
     assert r["f32"] < 1.0, r
     assert r["bf16_emulated"] < 1.0, r
     assert r["no_allreduce"] > 1.0, r  # the check can fail
