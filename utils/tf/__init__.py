@@ -4,10 +4,12 @@ On a TPU VM the first framework imported owns the TPU, so a notebook imports fro
 subpackage only (``utils.tf``, ``utils.torch`` or ``utils.jax``), and the framework-free core
 (``utils.runtime``, ``utils.data``, ...) from anywhere.
 
-- ``tpu_connect``: connect to a TPU (``TPUClusterResolver``) with errors that say what to do.
+- ``tpu_connect``: connect this process to the local TPU (``TPUClusterResolver(tpu="local")``).
 - ``strategies``: pick a ``tf.distribute`` strategy, compile arguments for it.
 - ``pipelines``: ``tf.data`` input pipelines over in-memory arrays.
 - ``tfrecords``: sharded TFRecord files, written atomically, read back fast.
 - ``training``: epoch timing, the replicated custom training loop, per-replica views.
-- ``input_bench``: the ``tf.data`` performance lab's workload, ladder and measurements.
+- ``input_bench``: the ``tf.data`` lab's workload and pipeline configurations (measured with
+  ``utils.throughput``).
+- ``peak``: the matmul that MFU divides by under TensorFlow.
 """
