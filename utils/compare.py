@@ -61,8 +61,9 @@ class Variant:
 
     ``run()`` does one timed unit (an epoch, N training steps, one pass over a pipeline);
     ``work`` counts what it processes per call (images), ``flops`` the model FLOPs per call (for
-    MFU), ``peak`` names the entry of ``compare(peaks=...)`` to divide by (the dtype it computes
-    in). ``sync`` waits for an asynchronous device, inside the timed region.
+    MFU), ``peak`` names the entry of ``compare(peaks=...)`` (the dtype it computes in) whose
+    ceiling its MFU divides by (:meth:`Comparison.ceiling`). ``sync`` waits for an asynchronous
+    device, inside the timed region.
     """
 
     name: str
@@ -140,7 +141,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Seconds per round for every variant, in the order they ran, and the peaks beside them."""
+    """Seconds per round for every variant, the order each round ran in, and the peaks
+    (measured before and after the variants of every round: two per round)."""
 
     variants: tuple[Variant, ...]
     seconds: Mapping[str, tuple[float, ...]]
