@@ -81,6 +81,31 @@ def test_copy_bandwidth_counts_read_and_write() -> None:
     assert r.timing.median > 0
 
 
+class TickingClock:
+    """A clock that moves ``tick`` seconds every time it is read: every sample lasts one tick."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_copy_bandwidth_is_decimal_gigabytes_per_second_on_a_fake_clock() -> None:
+    # 2 x 1 MiB (read + write) per copy, one copy per 1 ms sample: 2.097152 GB/s (1e9 bytes),
+    # not 1.953 (2**30 bytes, GiB/s)
+    r = bench.copy_bandwidth(1 << 20, repeats=3, target_s=0.0, clock=TickingClock(1e-3))
+    assert r.value == pytest.approx(2 * 2**20 / 1e-3 / 1e9)
+    assert (r.low, r.high) == pytest.approx((r.value, r.value))
+
+
+def test_matmul_gflops_is_decimal_on_a_fake_clock() -> None:
+    # n = 512: 2 x 512^3 FLOP per call; a ticking clock sizes the samples at one call each
+    r = bench.matmul_gflops(lambda: None, 512, repeats=3, clock=TickingClock(0.1))
+    assert r.value == pytest.approx(2 * 512**3 / 0.1 / 1e9) and r.unit == "GFLOP/s"
+
+
 def test_parse_size_and_format_bytes() -> None:
     assert bench.parse_size("48K") == 48 * 1024
     assert bench.parse_size("2048K\n") == 2 << 20

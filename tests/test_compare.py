@@ -1,13 +1,19 @@
-"""The comparison harness, driven by a fake clock: interleaving, warm-up, verdicts, MFU."""
+"""The comparison harness, driven by a fake clock: balanced rounds, warm-up, verdicts, MFU."""
 
 from __future__ import annotations
 
 import random
+import statistics
+from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from utils import compare, mfu
-from utils.compare import NO_DIFFERENCE, Variant, median_interval
+from utils.compare import CANNOT_TELL, EQUAL, FASTER, SLOWER, Variant, median_interval
+
+UNDECIDED = (EQUAL, CANNOT_TELL)
 
 
 class FakeClock:
@@ -36,14 +42,40 @@ def noisy(base: float, noise: float, seed: int):
     return lambda _n: base * (1.0 + rng.uniform(-noise, noise))
 
 
-def test_rounds_are_interleaved_and_rotated():
+@given(st.integers(1, 12), st.integers(1, 40))
+def test_round_orders_are_balanced_for_any_rounds_and_variants(n, rounds):
+    orders = compare.round_orders(n, rounds)
+    assert len(orders) == rounds and all(sorted(row) == list(range(n)) for row in orders)
+    for position in range(n):
+        counts = Counter(row[position] for row in orders)
+        per_variant = [counts[v] for v in range(n)]
+        assert max(per_variant) - min(per_variant) <= 1, (position, per_variant)
+
+
+@given(st.integers(2, 12))
+def test_a_full_williams_cycle_puts_each_variant_after_each_other_equally(n):
+    cycle = compare.round_orders(n, n if n % 2 == 0 else 2 * n)
+    follows = Counter((row[i], row[i + 1]) for row in cycle for i in range(n - 1))
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
+
+
+@pytest.mark.parametrize("n_peaks", [1, 2])
+@pytest.mark.parametrize("rounds", [2, 3, 7])
+def test_rounds_follow_the_design_and_peaks_bracket_every_round(rounds, n_peaks):
+    """Fewer rounds than jobs: with the peaks among the rotated jobs some variants always ran
+    first or right after a peak; now the peaks open and close every round."""
     clock, log = FakeClock(), []
     vs = [variant(clock, n, lambda _: 1.0, log) for n in "abc"]
-    result = compare.compare(vs, rounds=3, warmup=0, clock=clock)
-    assert result.orders == (("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b"))
-    assert log == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
-    # Each variant runs first exactly once in three rounds.
-    assert sorted(order[0] for order in result.orders) == ["a", "b", "c"]
+    keys = ["float32", "bfloat16"][:n_peaks]
+    peaks = {k: (lambda k=k: log.append(f"peak:{k}") or 1e12) for k in keys}
+    result = compare.compare(vs, rounds=rounds, warmup=0, peaks=peaks, clock=clock)
+    bracket = tuple(f"peak:{k}" for k in keys)
+    expected = [
+        bracket + tuple("abc"[i] for i in row) + bracket for row in compare.round_orders(3, rounds)
+    ]
+    assert list(result.orders) == expected
+    assert log == [name for order in expected for name in order]
+    assert all(len(result.peaks[k]) == 2 * rounds for k in keys)
 
 
 def test_warm_up_is_excluded_from_the_timed_rounds():
@@ -62,17 +94,14 @@ def test_warm_up_is_excluded_from_the_timed_rounds():
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_a_3_percent_difference_under_10_percent_noise_is_no_difference(seed):
+def test_a_3_percent_difference_under_10_percent_noise_cannot_be_told(seed):
     clock = FakeClock()
     a = variant(clock, "a", noisy(1.00, 0.10, seed))
     b = variant(clock, "b", noisy(1.03, 0.10, seed + 1000))
     verdict = compare.compare([a, b], rounds=5, clock=clock).verdict("a", "b")
-    assert verdict.state == NO_DIFFERENCE, verdict.sentence()
-    # noise of 10 % may put the whole interval on one side of 1x, still inside the 5 % bar
-    assert (
-        "no difference this machine can resolve" in verdict.sentence()
-        or "5% bar, though " in verdict.sentence()
-    ), verdict.sentence()
+    assert verdict.state in UNDECIDED, verdict.sentence()
+    if verdict.state == CANNOT_TELL:
+        assert "cannot tell at this noise (" in verdict.sentence()
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -97,7 +126,7 @@ def test_interleaving_cancels_a_machine_that_slows_down_during_the_run():
 
     a, b = variant(clock, "a", drifting), variant(clock, "b", drifting)
     result = compare.compare([a, b], rounds=9, warmup=0, clock=clock)
-    assert result.verdict("a", "b").state == NO_DIFFERENCE
+    assert result.verdict("a", "b").state in UNDECIDED
     # Run one after the other instead (all of a, then all of b): b looks clearly slower.
     speed[0] = 1.0
     seq_a = [drifting(0) for _ in range(9)]
@@ -118,7 +147,7 @@ def test_median_interval_uses_order_statistics_with_stated_coverage():
 
 def test_mfu_is_the_median_rounds_rate_over_the_best_peak():
     clock = FakeClock()
-    peaks = iter([100.0, 200.0, 100.0])
+    peaks = iter([100.0, 100.0, 200.0, 100.0, 100.0, 100.0])  # before and after each round
     times = iter([1.0, 2.0, 4.0])
     a = variant(clock, "a", lambda _n: next(times), flops=100.0, peak="float32")
     b = variant(clock, "b", lambda _n: 2.0)
@@ -147,7 +176,7 @@ def test_busy_moments_in_the_peak_measurements_do_not_push_mfu_over_100_percent(
     moment (half speed), so pairing each round with its own peak read 140 % in those rounds and
     a median above 100 %. Against the best peak the training's 70 % stands."""
     clock = FakeClock()
-    peaks = iter([100.0, 50.0] * 4)
+    peaks = iter([100.0, 50.0] * 8)
     a = variant(clock, "a", lambda _n: 1.0, flops=70.0, peak="float32")
     b = variant(clock, "b", lambda _n: 1.0)
     result = compare.compare(
@@ -160,10 +189,10 @@ def test_busy_moments_in_the_peak_measurements_do_not_push_mfu_over_100_percent(
 def test_a_peak_that_is_no_ceiling_still_raises_whatever_the_rounds():
     """Training at 150 FLOP/s against a peak that never measured above 100: a wrong peak."""
     clock = FakeClock()
-    peaks = iter([100.0, 90.0, 95.0])
+    peaks = iter([100.0, 90.0, 95.0, 80.0, 90.0, 95.0])
     a = variant(clock, "a", lambda _n: 1.0, flops=150.0, peak="float32")
     b = variant(clock, "b", lambda _n: 1.0)
-    rounds = r"the rounds' 'float32' peaks: 1e-07, 9e-08, 9.5e-08 GFLOP/s; the best"
+    rounds = r"the rounds' 'float32' peaks: 1e-07, 9e-08, 9.5e-08, 8e-08, 9e-08, 9.5e-08 GFLOP/s"
     with pytest.raises(mfu.MeasurementError, match=r"MFU 150%.*" + rounds):
         compare.compare(
             [a, b], rounds=3, warmup=0, peaks={"float32": lambda: next(peaks)}, clock=clock
@@ -195,7 +224,11 @@ def test_table_and_metrics_carry_rates_and_verdicts():
     assert result.rate("course way") == 100.0
     table = result.table(baseline="seed way")
     assert "course way" in table and "2.00x" in table and "paired vs seed way" in table
-    assert table.splitlines()[-1].startswith("paired: the median of the per-round ratios")
+    assert table.splitlines()[-2].startswith("paired: the median of the per-round ratios")
+    assert table.splitlines()[-1] == (
+        "intervals: 93.8% coverage each (5 rounds); 1 comparison from the same rounds: "
+        "expect about 0.1 to miss its true ratio by chance."
+    )
     metrics = result.metrics([("course way", "seed way")])
     assert metrics["verdict_course_way_vs_seed_way"] == (1.0, compare.VERDICT_UNIT)
     assert metrics["ratio_course_way_vs_seed_way"] == (2.0, "x")
@@ -224,18 +257,71 @@ def test_measured_peak_times_enough_calls_per_sample_to_outlast_a_scheduler_tick
     assert len(calls) == 2 + 2 * 50 and rate == pytest.approx(2 * 10**3 / 0.001)
 
 
-def test_an_interval_just_inside_the_threshold_prints_digits_that_show_it():
+def _verdict(low: float, high: float, ratio: float | None = None, t: float = 0.05):
+    ratio = (low + high) / 2 if ratio is None else ratio
+    return compare.Verdict("a", "b", ratio, low, high, coverage=0.938, rounds=5, threshold=t)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "state"),
+    [
+        (1.051, 1.3, FASTER),  # the whole interval above 1.05
+        (1.05, 1.3, CANNOT_TELL),  # touches the edge: not beyond it
+        (1.05, 1.05, EQUAL),  # on the edge, inside the closed band
+        (0.7, 1 / 1.05 - 1e-9, SLOWER),
+        (0.7, 1 / 1.05, CANNOT_TELL),
+        (1 / 1.05, 1.05, EQUAL),  # exactly the band
+        (1 / 1.05 - 1e-9, 1.0, CANNOT_TELL),  # straddles the low edge
+        (1.0, 1.0500001, CANNOT_TELL),  # straddles the high edge
+        (0.9, 1.2, CANNOT_TELL),  # straddles both
+    ],
+)
+def test_verdict_states_at_the_band_edges(low, high, state):
+    assert _verdict(low, high).state == state
+
+
+def test_sentences_say_which_state_with_digits_that_show_the_edge():
     # 1.046 would print as 1.05 at two decimals and read as a qualifying interval
-    edge = compare.Verdict(
-        "a", "b", ratio=1.08, low=1.046, high=1.14, coverage=0.88, rounds=4, threshold=0.05
+    assert "1.046-1.140x" in _verdict(1.046, 1.14, 1.08).sentence()
+    faster = _verdict(1.051, 1.3, 1.2).sentence()
+    assert faster.startswith("a is faster than b: 1.20x, 93.8% interval 1.051-1.300x over 5 ")
+    equal = _verdict(0.98, 1.03, 1.01).sentence()
+    assert equal == "a vs b: equal within ±5% (1.01x, 93.8% interval 0.980-1.030x over 5 rounds)."
+    cannot = _verdict(0.97, 1.12, 1.03).sentence()
+    assert cannot.startswith("a vs b: cannot tell at this noise (1.03x, 93.8% interval 0.970-")
+    assert "above 1.050x or below 0.952x, equal needs it inside 0.952-1.050x" in cannot
+    # wholly on one side of 1x yet inside the band: "equal" must not read as "the same speed"
+    assert (
+        "equal within ±5%, though slower across the whole interval"
+        in _verdict(0.96, 0.99).sentence()
     )
-    assert edge.state == NO_DIFFERENCE
-    assert "1.046-1.140x" in edge.sentence()
-    assert "above 1.050x or below 0.952x" in edge.sentence()
-    faster = compare.Verdict(
-        "a", "b", ratio=1.2, low=1.051, high=1.3, coverage=0.88, rounds=4, threshold=0.05
-    )
-    assert faster.sentence().startswith("a is faster than b: 1.20x, 88% interval 1.051-1.300x")
+    assert "equal within ±50%, though faster" in _verdict(1.2, 1.3, t=0.5).sentence()
+
+
+@given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=40), st.floats(0.5, 0.99))
+def test_the_median_lies_inside_its_interval(values, confidence):
+    low, high, coverage = median_interval(values, confidence)
+    assert low <= statistics.median(values) <= high
+    assert 0.0 <= coverage < 1.0
+
+
+@given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=20), st.floats(0.5, 2.0))
+def test_the_reported_ratio_is_inside_its_interval(a_seconds, scale):
+    b_seconds = [s * scale for s in reversed(a_seconds)]
+    v = _comparison(a_seconds, b_seconds).verdict("a", "b")
+    assert v.low <= v.ratio <= v.high and v.rounds == len(a_seconds)
+
+
+def _comparison(a_seconds, b_seconds, **kw) -> compare.Comparison:
+    variants = (Variant("a", lambda: None), Variant("b", lambda: None))
+    return compare.Comparison(variants, {"a": tuple(a_seconds), "b": tuple(b_seconds)}, **kw)
+
+
+def test_one_outlier_round_moves_the_median_not_the_verdict():
+    """Seven rounds at 1.2x and one where b met a busy moment (20x): the mean of the ratios
+    would report 3.6x; the median stays 1.2x."""
+    v = _comparison([1.0] * 8, [1.2] * 7 + [20.0]).verdict("a", "b")
+    assert v.ratio == pytest.approx(1.2) and v.state == FASTER
 
 
 def test_variants_with_different_work_per_call_compare_by_rate_not_by_call():
@@ -247,7 +333,7 @@ def test_variants_with_different_work_per_call_compare_by_rate_not_by_call():
     result = compare.compare([a, b], rounds=5, clock=clock)
     verdict = result.verdict("a", "b")
     assert verdict.ratio == pytest.approx(1.0)
-    assert verdict.state == NO_DIFFERENCE, verdict.sentence()
+    assert verdict.state == EQUAL, verdict.sentence()
     assert result.rate("a") == pytest.approx(result.rate("b"))
     # and twice the work in the same time is twice as fast
     c = variant(clock, "c", lambda _n: 1.0, work=2.0)
@@ -256,40 +342,39 @@ def test_variants_with_different_work_per_call_compare_by_rate_not_by_call():
     assert doubled.ratio == pytest.approx(2.0)
 
 
-def test_a_raised_bar_says_so_instead_of_blaming_the_machine():
-    # 0.73x with a tight interval resolves a slowdown at 5 %; under a 1.5x bar it is "no
-    # difference", and the sentence must not claim the machine cannot resolve it.
+def test_a_raised_bar_makes_a_resolved_slowdown_equal_within_it():
+    # 0.73x with a tight interval resolves a slowdown at 5 %; under a 1.5x bar it is equal
+    # within +-50 %, and the sentence names the side.
     clock = FakeClock()
     a = variant(clock, "a", noisy(1.37, 0.01, 1))
     b = variant(clock, "b", noisy(1.00, 0.01, 2))
-    result = compare.compare([a, b], rounds=8, clock=clock, threshold=0.5)
-    verdict = result.verdict("a", "b")
-    assert verdict.state == NO_DIFFERENCE
-    assert "raised bar" in verdict.sentence() and "can resolve" not in verdict.sentence()
-    assert "above 1.500x or below 0.667x" in verdict.sentence()
-    assert compare.compare([a, b], rounds=8, clock=clock).verdict("a", "b").state == "slower"
-    # the whole interval is below 1x: the sentence says so, so that "no difference" is not read
-    # as "the same speed"
-    assert "though slower across the whole interval" in verdict.sentence()
+    verdict = compare.compare([a, b], rounds=8, clock=clock, threshold=0.5).verdict("a", "b")
+    assert verdict.state == EQUAL
+    assert "equal within ±50%, though slower across the whole interval" in verdict.sentence()
+    assert compare.compare([a, b], rounds=8, clock=clock).verdict("a", "b").state == SLOWER
 
 
-def test_an_interval_wholly_on_one_side_but_inside_the_bar_names_the_side():
-    # 0.89x with interval 0.848-0.988x: every ratio below 1x, but not below 0.952x: no verdict,
-    # yet the sentence must not say the machine could not tell them apart.
-    slower = compare.Verdict(
-        "bf16", "fp32", ratio=0.89, low=0.848, high=0.988, coverage=0.94, rounds=5, threshold=0.05
+def test_metrics_code_every_state_and_none_is_nan():
+    assert set(compare.VERDICT_VALUES) == set(compare.STATES)
+    assert compare.VERDICT_VALUES == {FASTER: 1.0, SLOWER: -1.0, EQUAL: 0.0, CANNOT_TELL: 0.5}
+    straddles = _comparison([1.0, 1.1, 0.9, 1.0, 1.05], [1.0] * 5)
+    assert straddles.verdict("a", "b").state == CANNOT_TELL
+    assert straddles.metrics([("a", "b")])["verdict_a_vs_b"] == (0.5, compare.VERDICT_UNIT)
+
+
+def test_mfu_divides_every_dtype_by_one_ceiling():
+    """On a CPU bf16 matmuls may run slower than float32: a bf16 rung divided by its own slower
+    peak showed a higher MFU while it ran slower. Both now divide by the best of all dtypes."""
+    clock = FakeClock()
+    fp32 = variant(clock, "fp32", lambda _n: 1.0, flops=50.0, peak="float32")
+    bf16 = variant(clock, "bf16", lambda _n: 2.0, flops=50.0, peak="bfloat16")
+    peaks = {"float32": lambda: 100.0, "bfloat16": lambda: 40.0}
+    result = compare.compare([fp32, bf16], rounds=2, warmup=0, peaks=peaks, clock=clock)
+    assert result.ceiling("bfloat16") == result.ceiling("float32") == 100.0
+    assert result.mfu("fp32") == 0.5 and result.mfu("bf16") == 0.25
+    assert result.peak("bfloat16") == 40.0
+    # a key that is not a dtype (a chip count) is its own ceiling
+    many = compare.Comparison(
+        result.variants, result.seconds, {"1 chip": (1.0,), "8 chips": (8.0,)}
     )
-    assert slower.state == NO_DIFFERENCE
-    assert "can resolve" not in slower.sentence()
-    assert "beyond this comparison's 5% bar, though slower across the whole interval" in (
-        slower.sentence()
-    )
-    faster = compare.Verdict(
-        "a", "b", ratio=1.03, low=1.01, high=1.2, coverage=0.94, rounds=5, threshold=0.05
-    )
-    assert "though faster across the whole interval" in faster.sentence()
-    straddles = compare.Verdict(
-        "a", "b", ratio=1.0, low=0.97, high=1.04, coverage=0.94, rounds=5, threshold=0.05
-    )
-    assert "no difference this machine can resolve (" in straddles.sentence()
-    assert "across the whole interval" not in straddles.sentence()
+    assert many.ceiling("1 chip") == 1.0 and many.ceiling("8 chips") == 8.0

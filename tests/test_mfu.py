@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils import flops, mfu
+from utils import flops, mfu, roofline
 
 
 def test_training_flops_counts_backward_per_layer_and_skips_first_input_gradient() -> None:
@@ -40,6 +40,29 @@ def test_published_peaks_per_generation() -> None:
     assert mfu.peak_flops(tpu_generation="V5P") == 459e12
 
 
+# Each generation's figures as its cited source prints them (bf16 TFLOP/s per chip, HBM GB/s,
+# MXU edge): https://cloud.google.com/tpu/docs/<generation> (checked 2026-12; v6e's page prints
+# 1638 GBps), v2 from JAX's tpu_info table. A swap between two rows fails here.
+CITED = {
+    "v2": (46.0, 716e9, 128),
+    "v3": (123.0, 900e9, 128),
+    "v4": (275.0, 1200e9, 128),
+    "v5e": (197.0, 819e9, 128),
+    "v5p": (459.0, 2765e9, 128),
+    "v6e": (918.0, 1638e9, 256),
+    "tpu7x": (2307.0, 7380e9, 256),
+}
+
+
+@pytest.mark.parametrize("generation", sorted(CITED))
+def test_every_published_figure_is_pinned_to_its_source(generation) -> None:
+    tflops, bandwidth, mxu = CITED[generation]
+    assert mfu.TPU_CHIPS[generation] == (tflops, bandwidth, mxu)
+    chip = roofline.PUBLISHED[generation]
+    assert (chip.peak_flops, chip.bandwidth, chip.mxu) == (tflops * 1e12, bandwidth, mxu)
+    assert set(mfu.TPU_CHIPS) == set(CITED) == set(roofline.PUBLISHED)
+
+
 def test_choose_peaks_publishes_on_a_tpu_and_measures_elsewhere() -> None:
     """The one choice of the peak: a TPU's published figure x chips for every dtype (a float32
     matmul runs through the bf16 MXU), anywhere else the measurement ``measure(dtype)`` builds."""
@@ -56,3 +79,5 @@ def test_choose_peaks_publishes_on_a_tpu_and_measures_elsewhere() -> None:
     assert {k: f() for k, f in cpu.items()} == {"float32": 1e9, "bfloat16": 1e9}
     assert mfu.choose_peaks(measure, tpu_generation="v99")["float32"]() == 1e9  # unknown: measure
     assert built == ["float32", "bfloat16"] * 2
+    assert mfu.ceiling_label("v5e", 8) == "share of 8 TPU v5e chip(s)' published bf16 peak"
+    assert mfu.ceiling_label(None) == "share of this CPU's best matmul rate"

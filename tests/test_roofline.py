@@ -76,7 +76,10 @@ def test_predict_step_is_the_sum_of_per_layer_maxima() -> None:
     params = 27 * 4 + 4 + 36 * 5 + 5
     assert pred.layers_s == pytest.approx(expected_layers)
     assert pred.optimizer_s == pytest.approx(params * 28 / 1e9)
-    assert pred.step_s == pytest.approx(expected_layers + params * 28 / 1e9 + 0.25e-3)
+    device = expected_layers + params * 28 / 1e9
+    assert pred.device_s == pytest.approx(device)
+    assert pred.step_s == pytest.approx(max(device, 0.25e-3))  # host and device overlap
+    assert pred.serial_s == pytest.approx(device + 0.25e-3)  # the no-overlap bound
     # ridge 1 FLOP/byte: the conv (5 FLOP/byte) is compute-bound, pool and dense are not
     assert [lt.bound for lt in pred.layers] == ["compute", "memory", "memory"]
     assert pred.images_per_s == pytest.approx(2 / pred.step_s)
@@ -96,9 +99,14 @@ def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
     assert v5e.peak_flops == 197e12 and v5e.bandwidth == 819e9 and v5e.mxu == 128
     assert v5e.ridge == pytest.approx(197e12 / 819e9)
     assert roofline.PUBLISHED["v6e"].mxu == 256
-    pred = roofline.predict_step(flops.seed_cnn_costs(128, dtype_bytes=2), v5e, batch=128)
+    layers = flops.seed_cnn_costs(128, dtype_bytes=2)
+    pred = roofline.predict_step(layers, v5e, batch=128)
     by_name = {lt.name: lt for lt in pred.layers}
     assert by_name["pool1"].bound == "memory"
+    # pool1's bytes move padded: output (128, 15, 15, 32) -> last two dims (16, 128), 4.27x
+    pool1 = roofline.training_costs(layers)[1]
+    assert by_name["pool1"].bytes == round(pool1.bytes * 16 * 128 / (15 * 32))
+    assert by_name["pool1"].memory_s == pytest.approx(by_name["pool1"].bytes / 819e9)
     assert by_name["conv1"].mxu_fill == pytest.approx(27 / 128 * 32 / 128)
     assert by_name["conv1"].compute_s == pytest.approx(
         by_name["conv1"].flops / (197e12 * 27 / 128 * 32 / 128)
@@ -141,19 +149,43 @@ def test_sig_rounds_to_two_significant_figures() -> None:
     assert roofline.sig(9.96) == "10"
 
 
-def test_calibration_and_band() -> None:
+def test_tile_padding_pads_the_last_two_dims_to_8_by_128() -> None:
+    assert roofline.tile_padded((8, 128)) == 8 * 128
+    assert roofline.tile_padded((2, 32, 32, 3)) == 2 * 32 * 32 * 128  # 3 channels move as 128
+    assert roofline.tile_padded((2, 9, 129)) == 2 * 16 * 256
+    assert roofline.tile_padded((1000,)) == 1024  # 1-D: whole 8 x 128 tiles
+    dense = flops.dense_cost(36, 5, batch=2)  # output (2, 5), weights (36, 5)
+    padded = (8 * 128 + 40 * 128) / (2 * 5 + 36 * 5)
+    assert roofline.padded_bytes(dense) == round(dense.bytes * padded)
+    # a CPU pads nothing
+    cpu = roofline.predict_step([dense], roofline.cpu_machine(1e9, 1e9), batch=2)
+    assert cpu.layers[0].bytes == 2 * dense.bytes  # first layer: forward + weight gradient
+
+
+def test_calibration_and_band_without_a_fitted_factor() -> None:
     cal = roofline.calibration()
     assert 0.2 < cal.ratio < 1.0  # the roofline is a best case for the published run
     assert cal.published_per_chip == pytest.approx(90 * 1_281_167 / (17 * 3600) / 4)
+    assert cal.ratio == pytest.approx(cal.published_per_chip / cal.prediction.images_per_s)
+    assert cal.text().startswith("tensorflow/tpu: 470 images/s per chip against ")
     v5e = roofline.PUBLISHED["v5e"]
     layers = flops.seed_cnn_costs(128, dtype_bytes=2)
     best = roofline.predict_step(layers, v5e, batch=128, host_s=1e-3)
     worst = roofline.predict_step(layers, v5e, batch=128, host_s=2e-3)
     band = roofline.band(best, cal, worst=worst)
-    assert band.high == pytest.approx(best.images_per_s)
-    assert band.low == pytest.approx(worst.images_per_s * cal.ratio)
+    assert band.high == pytest.approx(128 / max(1e-3, best.device_s))  # overlapped
+    assert band.low == pytest.approx(128 / (2e-3 + worst.device_s))  # no overlap, slow host
     assert band.low < band.high and "https://" in band.high_source
+    assert "no overlap" in band.low_source and "ratio 0.45" in band.low_source
+    assert roofline.band(best).low == pytest.approx(128 / best.serial_s)
     assert band.text().endswith("images/s")
+
+
+def test_the_model_against_a_measured_run_is_a_ratio() -> None:
+    pred = roofline.predict_step(flops.seed_cnn_costs(8), roofline.cpu_machine(1e11, 1e10), batch=8)
+    here = roofline.against(pred, pred.images_per_s / 2, "this CPU, measured")
+    assert here.ratio == pytest.approx(0.5)
+    assert here.text().startswith("this CPU: ") and here.text().endswith("ratio 0.50")
 
 
 def test_describe_and_table_say_what_the_figures_are() -> None:
@@ -161,6 +193,7 @@ def test_describe_and_table_say_what_the_figures_are() -> None:
     layers = flops.seed_cnn_costs(8)
     table = roofline.predict_step(layers, roofline.PUBLISHED["v5e"], batch=8).table()
     assert "host not measured" in table and "0.000 ms" not in table
+    assert "padded to (8, 128)" in table
     measured = roofline.predict_step(layers, roofline.PUBLISHED["v5e"], batch=8, host_s=3.3e-6)
     assert "host 0.0033 ms" in measured.table()  # two significant figures, never "0.00"
 

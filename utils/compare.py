@@ -5,26 +5,29 @@ from a :class:`Verdict` made here, the way MLPerf and pyperf measure and A/B tes
 
 - **Warm-up first, outside the timed region**: each variant runs ``warmup`` times untimed
   (tracing, compiling, filling caches).
-- **Interleaved rounds**: every round runs every variant once; the order rotates each round, so a
-  machine that drifts (another job starts, the clock throttles) slows every variant alike.
+- **Balanced rounds**: every round runs every variant once, in the order of one row of a Williams
+  design (:func:`round_orders`): over any number of rounds each variant sits in each position
+  as evenly as the rounds allow, so a machine that drifts slows every variant alike. The peaks
+  are measured before and after the variants of every round (they bracket it).
 - **Paired ratios**: round *r* gives ``time_b / time_a`` for a pair measured seconds apart; the
   estimate is their median and the interval a distribution-free one (order statistics of the
-  ratios, the sign-test interval for a median): no normality assumed, no random numbers.
-- **Three verdicts**: *faster* / *slower* only when the whole interval lies beyond ``threshold``
-  (5 % by default: faster means "faster by more than 5 %, with the stated confidence"); otherwise
-  *no difference this machine can resolve* (when the interval lies wholly on one side of 1x but
-  inside the bar, the sentence says "no difference beyond this comparison's 5% bar" and names
-  the side, so that it is not read as "the same speed"). Two runs can then disagree only as
-  "faster" against "no difference", never as "faster" against "slower", unless the machine
-  changed in between.
-- **MFU against the best peak of the rounds**: when a peak is given, it is measured inside every
-  round, beside the training (same run, same compile path), and the ceiling is the best of those
-  measurements: a peak is the fastest the machine showed, and a round whose short peak
-  measurement met a busy moment must not lower it (on a loaded 2-core machine, pairing each
-  round's training with that round's peak read above 100 % in half the rounds). MFU is the
-  median round's achieved FLOP/s over that ceiling. An MFU above 100 % raises
-  :class:`MeasurementError`: it means the peak is not a ceiling (wrong dtype, wrong code path),
-  never that training beat it.
+  ratios, the sign-test interval for a median): no normality assumed, no random numbers. The
+  median always lies inside its interval.
+- **Three verdicts** against a band of ``threshold`` (5 % by default): *faster* / *slower* when
+  the whole interval lies beyond the band; *equal* (within +-5 %) when the whole interval lies
+  inside it; *cannot tell* when the interval straddles an edge of the band. Two runs then
+  contradict each other only as faster against slower, or equal against faster or slower.
+- **Many comparisons from the same rounds**: each interval covers its ratio with the stated
+  probability (5 rounds: 93.8 %); among many comparisons some miss by chance, and
+  :meth:`Comparison.table` says how many it shows.
+- **MFU against one ceiling**: the peaks are measured inside every round, beside the training
+  (same run, same compile path), and the ceiling is the best of those measurements: a peak is
+  the fastest the machine showed, and a busy moment never speeds a measurement up. Peaks keyed
+  by a dtype (:data:`utils.mfu.DTYPES`) are one chip measured at several precisions, so they
+  share one ceiling, the best of them all (a bfloat16 rung that runs slower must not show a
+  higher MFU). MFU is the median round's achieved FLOP/s over that ceiling. An MFU above 100 %
+  raises :class:`MeasurementError`: the peak is not a ceiling (wrong code path), never that
+  training beat it.
 
 The clock is injectable, so tests drive all of this with a fake clock.
 """
@@ -39,13 +42,15 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from utils.bench import Timing
-from utils.mfu import MeasurementError
+from utils.mfu import DTYPES, MeasurementError
 from utils.mfu import mfu as mfu_ratio
 
 Clock = Callable[[], float]
-FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
-VERDICT_VALUES = {FASTER: 1.0, NO_DIFFERENCE: 0.0, SLOWER: -1.0}
-VERDICT_UNIT = "verdict (+1 faster, 0 no difference, -1 slower)"
+FASTER, SLOWER, EQUAL, CANNOT_TELL = "faster", "slower", "equal", "cannot tell"
+STATES = (FASTER, SLOWER, EQUAL, CANNOT_TELL)
+# As recorded metrics: 0.5 ("cannot tell") is no point on the -1..+1 scale and no result may be NaN.
+VERDICT_VALUES = {FASTER: 1.0, EQUAL: 0.0, SLOWER: -1.0, CANNOT_TELL: 0.5}
+VERDICT_UNIT = "verdict (+1 faster, -1 slower, 0 equal within the threshold, 0.5 cannot tell)"
 # A verdict needs the whole interval beyond 5 % either way unless a comparison raises the bar.
 DEFAULT_THRESHOLD = 0.05
 
@@ -56,8 +61,9 @@ class Variant:
 
     ``run()`` does one timed unit (an epoch, N training steps, one pass over a pipeline);
     ``work`` counts what it processes per call (images), ``flops`` the model FLOPs per call (for
-    MFU), ``peak`` names the entry of ``compare(peaks=...)`` to divide by (the dtype it computes
-    in). ``sync`` waits for an asynchronous device, inside the timed region.
+    MFU), ``peak`` names the entry of ``compare(peaks=...)`` (the dtype it computes in) whose
+    ceiling its MFU divides by (:meth:`Comparison.ceiling`). ``sync`` waits for an asynchronous
+    device, inside the timed region.
     """
 
     name: str
@@ -102,41 +108,41 @@ class Verdict:
 
     @property
     def state(self) -> str:
-        """``"faster"``, ``"slower"`` (a compared with b) or ``"no difference"``."""
-        if self.low > 1.0 + self.threshold:
+        """One of :data:`STATES`: a compared with b, against the band ``[1/(1+t), 1+t]``."""
+        bar = 1.0 + self.threshold
+        if self.low > bar:
             return FASTER
-        if self.high < 1.0 / (1.0 + self.threshold):
+        if self.high < 1.0 / bar:
             return SLOWER
-        return NO_DIFFERENCE
+        if 1.0 / bar <= self.low and self.high <= bar:
+            return EQUAL
+        return CANNOT_TELL
 
     def sentence(self) -> str:
         """The conclusion in words, with the numbers behind it."""
         numbers = (
-            f"{self.ratio:.2f}x, {self.coverage:.0%} interval {self.low:.3f}-{self.high:.3f}x "
-            f"over {self.rounds} interleaved rounds"
+            f"{self.ratio:.2f}x, {self.coverage:.1%} interval {self.low:.3f}-{self.high:.3f}x "
+            f"over {self.rounds} rounds"
         )
-        if self.state != NO_DIFFERENCE:
-            return f"{self.a} is {self.state} than {self.b}: {numbers}."
-        bar = 1.0 + self.threshold
-        # An interval wholly on one side of 1x yet inside the bar says so: "no difference" is
-        # not "the same speed".
-        side = "slower" if self.high < 1.0 else "faster" if self.low > 1.0 else ""
-        though = f", though {side} across the whole interval" if side else ""
-        if self.threshold > DEFAULT_THRESHOLD:  # raised on purpose: say so, not "can't resolve"
-            why = f"no difference beyond this comparison's raised bar{though}"
-        elif side:
-            why = f"no difference beyond this comparison's {self.threshold:.0%} bar{though}"
-        else:
-            why = "no difference this machine can resolve"
+        state, bar = self.state, 1.0 + self.threshold
+        if state in (FASTER, SLOWER):
+            return f"{self.a} is {state} than {self.b}: {numbers}."
+        if state == EQUAL:
+            # wholly on one side of 1x yet inside the band: say so, "equal" is not "the same"
+            side = "slower" if self.high < 1.0 else "faster" if self.low > 1.0 else ""
+            though = f", though {side} across the whole interval" if side else ""
+            return f"{self.a} vs {self.b}: equal within ±{self.threshold:.0%}{though} ({numbers})."
         return (
-            f"{self.a} vs {self.b}: {why} ({numbers}; a verdict needs the whole interval above "
-            f"{bar:.3f}x or below {1.0 / bar:.3f}x)."
+            f"{self.a} vs {self.b}: cannot tell at this noise ({numbers}; faster or slower needs "
+            f"the whole interval above {bar:.3f}x or below {1.0 / bar:.3f}x, equal needs it "
+            f"inside {1.0 / bar:.3f}-{bar:.3f}x)."
         )
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Seconds per round for every variant, in the order they ran, and the peaks beside them."""
+    """Seconds per round for every variant, the order each round ran in, and the peaks
+    (measured before and after the variants of every round: two per round)."""
 
     variants: tuple[Variant, ...]
     seconds: Mapping[str, tuple[float, ...]]
@@ -164,26 +170,33 @@ class Comparison:
         return self.timing(name).rate_spread(self._variant(name).work)
 
     def peak(self, key: str) -> float:
-        """The best of the rounds' measurements of peak ``key`` (FLOP/s): the ceiling MFU uses."""
+        """The best of the rounds' measurements of peak ``key`` (FLOP/s)."""
         return max(self.peaks[key])
 
+    def ceiling(self, key: str) -> float:
+        """What MFU divides by for peak ``key``: the best measurement of any dtype-keyed peak
+        (:data:`utils.mfu.DTYPES`, one chip at several precisions), else of ``key`` alone."""
+        if key in DTYPES:
+            return max(self.peak(k) for k in self.peaks if k in DTYPES)
+        return self.peak(key)
+
     def mfu_per_round(self, name: str) -> tuple[float, ...]:
-        """Each round's achieved FLOP/s over the best peak of the rounds (fractions, unchecked)."""
+        """Each round's achieved FLOP/s over the ceiling (fractions, unchecked)."""
         v = self._variant(name)
-        return tuple(v.flops / s / self.peak(v.peak) for s in self.seconds[name])
+        return tuple(v.flops / s / self.ceiling(v.peak) for s in self.seconds[name])
 
     def mfu(self, name: str) -> float:
-        """The median round's achieved FLOP/s over the best peak of the rounds, checked.
+        """The median round's achieved FLOP/s over the ceiling (:meth:`ceiling`), checked.
 
-        A busy moment can slow a round's training or its short peak measurement, never speed
-        either up; so the best peak is the ceiling, and an MFU above 100 % means the peak is not
-        a ceiling for this work (:class:`MeasurementError`, from :func:`utils.mfu.mfu`).
+        A busy moment can slow a round's training or a peak measurement, never speed either up;
+        so the best peak is the ceiling, and an MFU above 100 % means the peak is not a ceiling
+        for this work (:class:`MeasurementError`, from :func:`utils.mfu.mfu`).
         """
         v = self._variant(name)
         if v.flops is None or v.peak is None:
             raise ValueError(f"variant {name!r} has no flops/peak: MFU is not defined for it")
         try:
-            return mfu_ratio(v.flops, self.timing(name).median, self.peak(v.peak))
+            return mfu_ratio(v.flops, self.timing(name).median, self.ceiling(v.peak))
         except MeasurementError as error:
             rounds = ", ".join(f"{p / 1e9:.3g}" for p in self.peaks[v.peak])
             raise MeasurementError(
@@ -218,9 +231,16 @@ class Comparison:
                 f"{v.name:<28} {self.rate(v.name):>10,.0f} {lo:>9,.0f}-{hi:<9,.0f} {mfu:>6} "
                 f"{ratio:>{len(head)}}"
             )
+        rounds = len(self.seconds[baseline])
+        coverage, pairs = median_interval([1.0] * rounds)[2], len(self.variants) - 1
         lines.append(
             "paired: the median of the per-round ratios (what the verdict uses); the ratio of the "
             "median rates can differ when rounds are noisy."
+        )
+        lines.append(
+            f"intervals: {coverage:.1%} coverage each ({rounds} rounds); {pairs} comparison"
+            f"{'s' if pairs > 1 else ''} from the same rounds: expect about "
+            f"{pairs * (1 - coverage):.1f} to miss its true ratio by chance."
         )
         return "\n".join(lines)
 
@@ -229,7 +249,8 @@ class Comparison:
     ) -> dict[str, tuple[float, str]]:
         """Verdicts and ratios of ``pairs`` as :func:`utils.results.record` metrics.
 
-        ``verdict_<a>_vs_<b>``: +1 faster, 0 no difference, -1 slower (:data:`VERDICT_UNIT`);
+        ``verdict_<a>_vs_<b>``: :data:`VERDICT_VALUES` (+1 faster, -1 slower, 0 equal, 0.5 cannot
+        tell; :data:`VERDICT_UNIT`);
         ``ratio_...``, ``ratio_low_...``, ``ratio_high_...``: the median ratio and its interval.
         ``python -m tests.tools.twice`` compares these keys between two runs.
         """
@@ -247,6 +268,23 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_")
 
 
+def round_orders(n_variants: int, rounds: int) -> list[list[int]]:
+    """The order of the variants (indices) in each round: rows of a Williams design.
+
+    Row ``i`` of the square is ``0, 1, n-1, 2, n-2, ...`` shifted by ``i`` (mod ``n``): each
+    variant once in each position and, over ``n`` rows, right after each other variant once. For
+    odd ``n`` the square is followed by its mirror (``2n`` rows). The rows repeat in that cycle,
+    so for any ``rounds`` each variant's count in a position differs from another's by at most 1.
+    """
+    if n_variants < 1 or rounds < 0:
+        raise ValueError(f"need n_variants >= 1 and rounds >= 0, got {n_variants}, {rounds}")
+    n = n_variants
+    first = [(j + 1) // 2 if j % 2 else (n - j // 2) % n for j in range(n)]
+    square = [[(x + i) % n for x in first] for i in range(n)]
+    cycle = square + ([row[::-1] for row in square] if n % 2 else [])
+    return [list(cycle[r % len(cycle)]) for r in range(rounds)]
+
+
 def compare(
     variants: Sequence[Variant],
     *,
@@ -257,12 +295,11 @@ def compare(
     progress: Callable[[int, int], object] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Comparison:
-    """Run ``variants`` interleaved for ``rounds`` rounds after ``warmup`` untimed calls each.
+    """Run ``variants`` for ``rounds`` rounds after ``warmup`` untimed calls each.
 
-    Round ``r`` starts with job ``r mod n`` and goes round in order, so each runs first, second,
-    ... equally often. ``peaks`` maps a key (e.g. ``"float32"``) to a callable that measures
-    FLOP/s now; each is a job of every round, in the same rotation as the variants.
-    ``progress(round, rounds)`` is called after each round (for a progress line on long work).
+    Round ``r`` runs the variants in the order :func:`round_orders` gives it, bracketed by the
+    ``peaks`` (a key such as ``"float32"`` -> a callable measuring FLOP/s now), each measured
+    before and after the variants. ``progress(round, rounds)`` is called after each round.
 
     Raises:
         ValueError: fewer than 2 variants, duplicate names, ``rounds < 2``, a variant naming a
@@ -281,11 +318,11 @@ def compare(
         for v in variants:
             _seconds(v, clock)
     jobs = [(v.name, partial(_seconds, v, clock)) for v in variants]
-    jobs += [(f"peak:{key}", fn) for key, fn in peaks.items()]
-    measured: dict[str, list[float]] = {name: [] for name, _ in jobs}
+    bracket = [(f"peak:{key}", fn) for key, fn in peaks.items()]
+    measured: dict[str, list[float]] = {name: [] for name, _ in jobs + bracket}
     orders = []
-    for r in range(rounds):
-        order = jobs[r % len(jobs) :] + jobs[: r % len(jobs)]
+    for r, row in enumerate(round_orders(len(jobs), rounds)):
+        order = bracket + [jobs[i] for i in row] + bracket
         orders.append(tuple(name for name, _ in order))
         for name, job in order:
             measured[name].append(job())

@@ -7,9 +7,10 @@ every notebook that trains:
   bandwidth, MXU tile); :data:`PUBLISHED_PEAK_TFLOPS` and ``utils.roofline.PUBLISHED`` read it.
 - :func:`training_flops`: FLOPs of one training step from the per-layer forward costs of
   :mod:`utils.flops`, by the one backward rule (:func:`training_passes`).
-- :func:`choose_peaks`: the one choice of the peak MFU divides by: on a TPU its published figure
-  x chips, elsewhere a matmul at the training's dtype measured in every round of
-  :func:`utils.compare.compare` by :func:`measured_peak`.
+- :func:`choose_peaks`: the one choice of the peak MFU divides by, one ceiling per chip: on a
+  TPU its published bf16 figure x chips, elsewhere the best matmul rate measured at any dtype
+  (:data:`DTYPES`) in the rounds of :func:`utils.compare.compare` by :func:`measured_peak`;
+  :func:`ceiling_label` says which, in words.
 - :func:`mfu`: the ratio, checked: above 1 raises :class:`MeasurementError`.
 """
 
@@ -40,6 +41,9 @@ TPU_CHIPS: dict[str, tuple[float, float, int]] = {
 """Published per-chip figures: https://cloud.google.com/tpu/docs/<generation> and the system
 architecture page (checked 2026-11); v2's page gives none, so v2 is JAX's table
 (jax/_src/pallas/mosaic/tpu_info.py, https://github.com/jax-ml/jax)."""
+
+DTYPES = ("float32", "bfloat16")
+"""The dtypes :func:`choose_peaks` gives a peak for; ``compare`` takes one ceiling across them."""
 
 PUBLISHED_PEAK_TFLOPS: dict[str, float] = {g: chip[0] for g, chip in TPU_CHIPS.items()}
 """Dense bf16 TFLOP/s per chip, from :data:`TPU_CHIPS`."""
@@ -82,16 +86,25 @@ def choose_peaks(
     tpu_generation: str | None = None,
     chips: int = 1,
 ) -> dict[str, Callable[[], float]]:
-    """``compare(peaks=...)``: for float32 and bfloat16, the FLOP/s MFU divides by (callables).
+    """``compare(peaks=...)``: a peak for each of :data:`DTYPES` (callables returning FLOP/s).
 
     On a TPU with a published figure, that bf16 peak x ``chips`` for every dtype (float32
     matmuls run through the bf16 matrix unit); elsewhere ``measure(dtype)``, a callable that
-    measures a matmul at that dtype now (e.g. ``utils.jax.peak.matmul_peak``).
+    measures a matmul at that dtype now (e.g. ``utils.jax.peak.matmul_peak``). Either way
+    ``compare`` divides every rung by one ceiling, the best of them
+    (:meth:`utils.compare.Comparison.ceiling`).
     """
     if tpu_generation is not None and tpu_generation.lower() in PUBLISHED_PEAK_TFLOPS:
         published = peak_flops(tpu_generation=tpu_generation, chips=chips)
-        return {dtype: (lambda: published) for dtype in ("float32", "bfloat16")}
-    return {dtype: measure(dtype) for dtype in ("float32", "bfloat16")}
+        return {dtype: (lambda: published) for dtype in DTYPES}
+    return {dtype: measure(dtype) for dtype in DTYPES}
+
+
+def ceiling_label(tpu_generation: str | None = None, chips: int = 1) -> str:
+    """What an MFU from :func:`choose_peaks` is a share of, in words."""
+    if tpu_generation is not None and tpu_generation.lower() in PUBLISHED_PEAK_TFLOPS:
+        return f"share of {chips} TPU {tpu_generation} chip(s)' published bf16 peak"
+    return "share of this CPU's best matmul rate"
 
 
 def mfu(flops_per_step: float, step_time_s: float, peak: float) -> float:

@@ -6,12 +6,13 @@ folder), the second run with ``--hog`` busy-looping processes beside it (in thei
 killed when the run ends, however it ends). It then compares
 
 - the verdicts recorded in the two results files (``verdict_*`` metrics written by
-  ``utils.compare.Comparison.recorded``: +1 faster, 0 no difference, -1 slower), and
+  ``utils.compare.Comparison.metrics``: ``utils.compare.VERDICT_VALUES``), and
 - the conclusion lines the notebook printed (``Verdict.sentence()``), matched on the names they
   compare, with the numbers masked.
 
-Opposite verdicts (faster in one run, slower in the other) fail; "faster" against "no
-difference" is allowed: a loaded machine widens the interval, it must not flip the conclusion.
+Opposite conclusions fail: faster against slower, or equal against faster or slower. "Cannot
+tell" is compatible with anything: a loaded machine widens the interval, it must not flip the
+conclusion.
 Framework-free (papermill is imported only to run the notebooks). A maintainer's check: heavy,
 run it under the course's lock on a shared machine.
 """
@@ -29,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from utils import ROOT, fresh_process
+from utils.compare import CANNOT_TELL, STATES, VERDICT_VALUES
 
-FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no difference"
-_CODES = {1: FASTER, 0: NO_DIFFERENCE, -1: SLOWER}
+_CODES = {value: state for state, value in VERDICT_VALUES.items()}
 _SENTENCE = re.compile(
     r"^(?P<a>.+?) is (?P<state>faster|slower) than (?P<b>.+?): \d"
-    r"|^(?P<a2>.+?) vs (?P<b2>.+?): no difference "
-    r"(?:this machine can resolve|beyond this comparison)"
+    r"|^(?P<a2>.+?) vs (?P<b2>.+?): (?P<state2>equal|cannot tell) (?:within|at this noise)"
 )
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
@@ -46,11 +46,11 @@ def mask(text: str) -> str:
 
 
 def verdict_value(value: object) -> str:
-    """A recorded verdict (+1/0/-1, or its word) as a word."""
-    if isinstance(value, str) and value in (FASTER, SLOWER, NO_DIFFERENCE):
+    """A recorded verdict (a code of ``VERDICT_VALUES``, or its word) as a word."""
+    if isinstance(value, str) and value in STATES:
         return value
     try:
-        return _CODES[int(round(float(value)))]  # type: ignore[arg-type]
+        return _CODES[float(value)]  # type: ignore[arg-type]
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"not a verdict: {value!r}") from None
 
@@ -76,7 +76,7 @@ def printed_verdicts(lines: Iterable[str]) -> dict[str, str]:
         if m.group("state"):
             out[mask(f"{m.group('a')} vs {m.group('b')}")] = m.group("state")
         else:
-            out[mask(f"{m.group('a2')} vs {m.group('b2')}")] = NO_DIFFERENCE
+            out[mask(f"{m.group('a2')} vs {m.group('b2')}")] = m.group("state2")
     return out
 
 
@@ -100,7 +100,8 @@ class Difference:
 
     @property
     def opposite(self) -> bool:
-        return {self.first, self.second} == {FASTER, SLOWER}
+        """Conclusions that contradict: faster vs slower, equal vs faster or slower."""
+        return self.first != self.second and CANNOT_TELL not in (self.first, self.second)
 
     def __str__(self) -> str:
         kind = "OPPOSITE" if self.opposite else "allowed"
@@ -123,7 +124,7 @@ def missing(first: Mapping[str, str], second: Mapping[str, str]) -> list[str]:
 
 
 def agree(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
-    """No opposite verdicts (faster vs slower) among the keys both runs share."""
+    """No opposite verdicts (:attr:`Difference.opposite`) among the keys both runs share."""
     return not any(d.opposite for d in differences(first, second))
 
 
