@@ -97,21 +97,28 @@ def configure(
     # to stderr. This kernel computes nothing with TF, so its oneDNN kernels are off.
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
+    return notes + _device_flags(simulated_devices, env, modules)
+
+
+def _device_flags(
+    simulated_devices: int | None, env: MutableMapping[str, str], modules: Mapping[str, Any]
+) -> list[str]:
+    """Ask for ``simulated_devices`` CPU devices, or drop a device-count flag; notes to print."""
     if simulated_devices is not None and simulated_devices > 1:
         try:  # one rule for simulated devices, shared with notebook 03
             simulated.request(simulated_devices, env=env, modules=modules)
         except simulated.JaxAlreadyImported:
-            notes.append(
+            return [
                 "jax was imported before XLA_FLAGS was set: the device count may not change; "
                 "check_devices() will tell."
-            )
+            ]
+        return []
+    flags = _DEVICE_FLAG_RE.sub("", env.get("XLA_FLAGS", "")).split()
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
     else:
-        flags = _DEVICE_FLAG_RE.sub("", env.get("XLA_FLAGS", "")).split()
-        if flags:
-            env["XLA_FLAGS"] = " ".join(flags)
-        else:
-            env.pop("XLA_FLAGS", None)
-    return notes
+        env.pop("XLA_FLAGS", None)
+    return []
 
 
 def check_devices(

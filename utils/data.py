@@ -557,18 +557,25 @@ def load_cifar10(
                     "using the offline stand-in."
                 )
         if found is not None:
-            arrays = _finish(read_cached(found), sizes, normalize)
-            shortfall = _shortfall(arrays, sizes, found)
-            text = f"CIFAR-10 (real data, parsed from {found})"
-            if shortfall:
-                print(f"WARNING: {shortfall}")
-                text += f"; SHORT: {shortfall}"
-            return CifarData(*arrays, CLASS_NAMES, text, False, shortfall)
+            return _real(found, sizes, normalize)
         if source == "cifar10":
             raise FileNotFoundError(
                 f"CIFAR-10 is not in {keras_datasets_dir(cache_dir)} and the network is off"
             )
+    return _standin(sizes, normalize, seed)
 
+
+def _real(found: Path, sizes: tuple[int, int], normalize: bool) -> CifarData:
+    arrays = _finish(read_cached(found), sizes, normalize)
+    shortfall = _shortfall(arrays, sizes, found)
+    text = f"CIFAR-10 (real data, parsed from {found})"
+    if shortfall:
+        print(f"WARNING: {shortfall}")
+        text += f"; SHORT: {shortfall}"
+    return CifarData(*arrays, CLASS_NAMES, text, False, shortfall)
+
+
+def _standin(sizes: tuple[int, int], normalize: bool, seed: int) -> CifarData:
     n_train, n_test = sizes
     x_train, y_train = make_standin(n_train, seed=seed)
     x_test, y_test = make_standin(n_test, seed=seed + 1)
