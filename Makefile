@@ -32,7 +32,7 @@ help:
 	@echo "              TIMEOUT=1800 seconds per cell by default, 0 for none)"
 	@echo "make test     unit tests + pytest --nbval over notebooks/ (stored outputs are compared)"
 	@echo "make test-platforms  every notebook under Colab's and Kaggle's TPU image versions (about an hour;"
-	@echo "              PLATFORMS=colab or NB=04 for fewer); writes results/platform-matrix.md"
+	@echo "              PLATFORMS=colab or NB=04 for fewer); writes results/platform-matrix.json"
 	@echo "make lint     ruff over utils/, tests/ and notebooks/"
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    the training ladder on Keras + JAX: a verdict, interval and coverage per rung"
@@ -150,7 +150,7 @@ test-book: book
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
 # tensorflow-cpu 2.20, torch_xla 2.8): tests/platforms/<platform>-tpu-constraints.txt. Each
 # notebook gets only the installs its own set-up cell would make on that TPU image
-# (tests/tools/platforms.py replays them); the verdicts go to results/platform-matrix.md.
+# (tests/tools/platforms.py replays them); the verdicts go to results/platform-matrix.json.
 # Not part of `make test` (about an hour); needs the network the first time (pip, PyPI only).
 # PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it; LOCK=/tmp/course-heavy.lock takes
 # that flock around each notebook (a shared machine).
@@ -182,7 +182,7 @@ test-platforms:
 	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory platform-venv PLATFORM=$$p || exit 1; done
 	@for p in $(PLATFORMS); do COURSE_PLATFORM=$$p build/venv-$$p/bin/python -m pytest -q -p no:cacheprovider tests/platforms || exit 1; done
 	$(PYTHON) -m tests.tools.platforms --platforms $(PLATFORMS) --timeout $(NB_TIMEOUT) \
-	    $(if $(NB),--only $(NB)) $(if $(LOCK),--lock $(LOCK)) --out results/platform-matrix.md
+	    $(if $(NB),--only $(NB)) $(if $(LOCK),--lock $(LOCK)) --out results/platform-matrix.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks

@@ -16,9 +16,10 @@ notebook:
    CPU (a TPU cannot be emulated; cells gated with ``bootstrap.tf_runs_here`` run here, and are
    counted: they are the ones skipped on the TPU image), bounded by a per-notebook timeout.
 
-The verdicts ("runs top to bottom" / "stops at code cell N: message") go to a Markdown table,
-``results/platform-matrix.md``, with the date, the commit the notebooks came from, the versions
-each venv holds and the run time. Framework-free: everything heavy runs in the platform venvs.
+The verdicts ("runs top to bottom" / "stops at code cell N: message") go to
+``results/platform-matrix.json`` with the date, the commit, the versions each venv holds, the
+installs and the run times; ``make status`` puts them in README's status table.
+Framework-free: everything heavy runs in the platform venvs.
 """
 
 from __future__ import annotations
@@ -317,68 +318,6 @@ def _commit() -> str:
     return sha + (" (with uncommitted changes to notebooks/ or utils/)" if dirty else "")
 
 
-def markdown(
-    results: Sequence[Result],
-    seconds: float,
-    when: datetime.datetime,
-    planned: Sequence[str] = (),
-    commit: str | None = None,
-    platforms: Sequence[str] = (),
-) -> str:
-    """The committed table: one row per notebook (``planned`` ones too), one column per platform."""
-    platforms = list(dict.fromkeys([*platforms, *(r.platform for r in results)]))
-    notebooks = sorted({*planned, *(r.notebook for r in results)})
-    cell = {(r.notebook, r.platform): r for r in results}
-    lines = [
-        "# Platform matrix: the notebooks under the free TPU images' package versions",
-        "",
-        f"Run {when:%Y-%m-%d %H:%M} UTC on notebooks and `utils` at commit {commit or _commit()}, "
-        "with "
-        "`make test-platforms` (`tests/tools/platforms.py`): each notebook top to bottom "
-        "(papermill, offline data) on a CPU, in a venv holding the image's package versions, "
-        "after only the installs the notebook's own set-up cell makes on that TPU image. A TPU "
-        "cannot be emulated here: the cells gated with `bootstrap.tf_runs_here` (TensorFlow on "
-        f"the TPU) run on the CPU and are counted. Total run time: {seconds / 60:.0f} min, of "
-        f"which the notebook runs took {sum(r.seconds for r in results) / 60:.0f} min (the rest: "
-        "waiting for the shared machine's lock).",
-        "",
-    ]
-    total = len(notebooks) * len(platforms)
-    if len(results) < total:
-        lines += [f"**Partial: {len(results)} of {total} runs done; the others did not run.**", ""]
-    for platform in platforms:
-        versions = _versions(platform, SHOWN_VERSIONS) if venv_python(platform).exists() else {}
-        shown = ", ".join(f"{n} {v}" for n, v in versions.items() if v)
-        lines.append(f"- **{PLATFORMS[platform]['title']}**: Python {PLATFORMS[platform]['python']}"
-                     f"; {shown or 'venv missing'}.")  # fmt: skip
-    lines += ["", "| notebook | " + " | ".join(PLATFORMS[p]["title"] for p in platforms) + " |",
-              "|---|" + "---|" * len(platforms)]  # fmt: skip
-    for name in notebooks:
-        row = []
-        for platform in platforms:
-            r = cell.get((name, platform))
-            if r is None:
-                row.append("not run yet")
-                continue
-            text = ("runs top to bottom" if r.ok else r.verdict).replace("|", "\\|")
-            notes = []
-            if r.installs:
-                notes.append("set-up installs " + ", ".join(" ".join(c) for c in r.installs))
-            if r.gated:
-                notes.append(f"{r.gated} cell(s) gated on the TPU")
-            notes.append(f"{r.seconds / 60:.0f} min")
-            row.append(f"{text} ({'; '.join(notes)})")
-        lines.append(f"| {name} | " + " | ".join(row) + " |")
-    added = {(r.platform, " ".join(" ".join(c) for c in r.installs)): r.added for r in results
-             if r.added}  # fmt: skip
-    if added:
-        lines += ["", "What those installs add to the platform venv (pip's resolution against "
-                  "the image's pins, so none of the image's versions is replaced):"]  # fmt: skip
-        for (platform, args), pkgs in added.items():
-            lines.append(f"- {platform}, `{args}`: {', '.join(pkgs)}")
-    return "\n".join(lines) + "\n"
-
-
 def matrix_json(results: Sequence[Result], when: datetime.datetime, commit: str) -> str:
     """What README's status table reads (``python -m tests.tools.course status``)."""
     doc: dict = {"date": f"{when:%Y-%m-%d}", "commit": commit.split()[0], "platforms": {}}
@@ -398,6 +337,9 @@ def matrix_json(results: Sequence[Result], when: datetime.datetime, commit: str)
             "ok": r.ok,
             "verdict": r.verdict,
             "gated": r.gated,
+            "installs": [" ".join(c) for c in r.installs],
+            "added": r.added,
+            "minutes": round(r.seconds / 60, 1),
         }
     return json.dumps(doc, indent=1) + "\n"
 
@@ -408,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--platforms", nargs="+", default=list(PLATFORMS), choices=PLATFORMS)
     parser.add_argument("--only", nargs="+", help="notebook numbers or prefixes, run in this order")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per notebook")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "platform-matrix.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "platform-matrix.json")
     parser.add_argument("--lock", type=Path, help="flock this file around each notebook")
     args = parser.parse_args(argv)
     if args.only:
@@ -419,21 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"no notebook matches {args.only!r}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))
     when = datetime.datetime.now(datetime.timezone.utc)
-    start = time.perf_counter()
-    planned = [p.stem for p in notebooks]
     commit = _commit()  # what the notebooks came from when the run started
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(
-        results: list[Result],
-    ) -> str:  # after every run: a cut-short run still leaves a table
-        text = markdown(results, time.perf_counter() - start, when, planned, commit, args.platforms)
+    def write(results: list[Result]) -> str:  # after every run: a cut-short run leaves a file
+        text = matrix_json(results, when, commit)
         args.out.write_text(text, encoding="utf-8")
-        args.out.with_suffix(".json").write_text(matrix_json(results, when, commit), "utf-8")
         return text
 
     results = run(args.platforms, notebooks, args.timeout, args.lock, on_result=write)
-    print(write(results))
+    write(results)
+    print("\n".join(f"{r.platform} {r.notebook}: {r.verdict}" for r in results))
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -59,22 +59,21 @@ def test_replay_records_the_prepare_calls_pip_installs_and_installs_nothing(tmp_
     assert error.startswith("ModuleNotFoundError: no_such_module_here still not importable")
 
 
-def test_markdown_table_has_a_row_per_notebook_and_a_column_per_platform(monkeypatch):
+def test_the_json_has_a_verdict_per_notebook_and_platform(monkeypatch):
     monkeypatch.setattr(pm, "venv_python", lambda platform: Path("/nonexistent/python"))
-    monkeypatch.setattr(pm, "_commit", lambda: "abc123")
     results = [
         pm.Result("01_x", "colab", "runs top to bottom", True, [["tensorflow-cpu==2.20.0"]],
                   ["tensorflow-cpu==2.20.0", "tensorboard==2.20.0"], 2, 120.0),
         pm.Result("01_x", "kaggle", "stops at code cell 3: E: a | b", False, seconds=60.0),
     ]  # fmt: skip
     when = datetime.datetime(2026, 12, 1, 4, 0, tzinfo=datetime.timezone.utc)
-    text = pm.markdown(results, 180.0, when, planned=["01_x", "02_y"])
-    assert "2026-12-01 04:00 UTC" in text and "commit abc123" in text and "3 min" in text
-    row = next(line for line in text.splitlines() if line.startswith("| 01_x |"))
-    assert "runs top to bottom (set-up installs tensorflow-cpu==2.20.0; 2 cell(s) gated" in row
-    assert "stops at code cell 3: E: a \\| b (1 min)" in row
-    assert "tensorboard==2.20.0" in text
-    assert "| 02_y | not run yet | not run yet |" in text and "Partial: 2 of 4 runs" in text
+    doc = json.loads(pm.matrix_json(results, when, "abc123 (with uncommitted changes)"))
+    assert doc["date"] == "2026-12-01" and doc["commit"] == "abc123"
+    colab = doc["platforms"]["colab"]["notebooks"]["01_x"]
+    assert colab == {"ok": True, "verdict": "runs top to bottom", "gated": 2, "minutes": 2.0,
+                     "installs": ["tensorflow-cpu==2.20.0"],
+                     "added": ["tensorflow-cpu==2.20.0", "tensorboard==2.20.0"]}  # fmt: skip
+    assert doc["platforms"]["kaggle"]["notebooks"]["01_x"]["ok"] is False
 
 
 def test_a_hanging_notebook_times_out_and_leaves_no_process(tmp_path, monkeypatch):
