@@ -196,9 +196,11 @@ def test_kaggle_tpu_tensorflow_cpu_is_not_tensorflow_on_the_tpu(no_pip, capsys):
     assert bootstrap.tf_runs_here(rt, "the tf.data pipeline", host_only=True)
     assert not bootstrap.tf_runs_here(rt, "TPUStrategy training")
     assert capsys.readouterr().out.startswith("Skipped on this runtime: TPUStrategy training")
-    rt = bootstrap.runtime.detect(env=KAGGLE_TPU_ENV, run=None, frameworks=KAGGLE_TPU_PACKAGES)
-    hint = next(h for h in rt.hints if "tensorflow-cpu" in h)
-    assert "no TPU kernels" in hint and "Keras 3 + JAX" in hint
+
+
+def test_tensorflow_tpu_without_libtpu_is_named():
+    status = _verdicts(COLAB_TPU_ENV, {"tensorflow-tpu": "2.20.0"})
+    assert "libtpu MISSING" in status["TF TPUStrategy"].detail
 
 
 def test_cloud_tpu_vm_with_a_tf_image_uses_tensorflow_tpu_as_shipped(no_pip, capsys):

@@ -135,15 +135,9 @@ def run_command(args: Sequence[str], timeout_s: float) -> str:
 
 def _installed_versions() -> dict[str, str | None]:
     """Versions of ``FRAMEWORKS`` from package metadata: nothing is imported."""
-    from importlib import metadata
+    from utils.results import version
 
-    versions: dict[str, str | None] = {}
-    for name in FRAMEWORKS:
-        try:
-            versions[name] = metadata.version(name)
-        except Exception:  # PackageNotFoundError, or broken metadata
-            versions[name] = None
-    return versions
+    return {name: version(name) for name in FRAMEWORKS}
 
 
 def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
@@ -260,25 +254,8 @@ def same_release(a: str | None, b: str | None) -> bool:
 
 def _framework_hints(tpu: TPUInfo | None, fw: Mapping[str, str | None]) -> list[str]:
     hints = []
-    tf_dist = next((d for d in ("tensorflow-tpu", "tensorflow-cpu", "tensorflow") if fw.get(d)), "")
     if tpu is not None and tpu.generation == "tpu7x":
         hints.append("TensorFlow does not support TPU7x: use JAX or PyTorch.")
-    elif tpu is not None and tf_dist == "tensorflow-tpu" and not fw.get("libtpu"):
-        hints.append(
-            f"tensorflow-tpu {fw[tf_dist]} is installed but libtpu is not: install the "
-            "libtpu it requires."
-        )
-    elif tpu is not None and tf_dist != "tensorflow-tpu":
-        has = f"{tf_dist} {fw[tf_dist]} has no TPU kernels" if tf_dist else "No TensorFlow here"
-        jax = (
-            "Keras 3 + JAX runs on this TPU as installed (notebook 02)"
-            if fw.get("jax") and fw.get("libtpu")
-            else "Keras 3 + JAX needs `pip install 'jax[tpu]'`"
-        )
-        hints.append(
-            f"{has}, so TPUStrategy cannot use this TPU; {jax}. Installing "
-            "tensorflow-tpu is an opt-in (googlecolab/colabtools#5174)."
-        )
     if tpu is not None:
         hints.append(
             "One process owns the TPU: restart the runtime between TensorFlow, "
