@@ -108,8 +108,9 @@ def test_the_edges_of_each_verdict() -> None:
     assert verdict("batch", batch=256, devices=2) == "ok"
     assert verdict("batch", batch=256, devices=4) == "problem"  # 64 per chip
     # The device idle exactly IDLE_LIMIT of a step is a problem; a little less is not.
-    assert verdict("dispatch", t_host=0.003, t_dev=0.002) == "problem"
-    assert verdict("dispatch", t_host=0.003, t_dev=0.00201) == "ok"
+    assert sc.IDLE_LIMIT == 0.25  # exact in binary, as 1 - 3.0 / 4.0 is
+    assert verdict("dispatch", t_host=4.0, t_dev=3.0) == "problem"
+    assert verdict("dispatch", t_host=4.0, t_dev=3.01) == "ok"
     # Input exactly as fast as the step keeps up: 128 samples per 5 ms.
     assert verdict("input", input_s=(9.0, 0.005, 0.005)) == "ok"
     assert verdict("input", input_s=(0.0, 0.0051, 0.0051)) == "problem"

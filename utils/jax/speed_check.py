@@ -44,7 +44,7 @@ __all__ = ["Finding", "Measured", "findings_of", "mxu_fill", "rank", "report", "
 
 V5E = PUBLISHED["v5e"]
 MXU, SUBLANE = 128, 8
-IDLE_LIMIT = 1 / 3  # the device waiting this share of a step on the host is a problem
+IDLE_LIMIT = 0.25  # the device waiting this share of a step (or more) on the host: a problem
 SCAN_STEPS = 32  # steps in one scanned program, for the predicted dispatch gain
 STATUSES = ("problem", "ok", "info", "not measured")
 _TPU_KINDS = (("v5 lite", "v5e"), ("v5e", "v5e"), ("v6", "v6e"), ("v5", "v5p"), ("v4", "v4"))
