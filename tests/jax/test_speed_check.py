@@ -126,6 +126,38 @@ def test_an_mfu_above_one_raises_instead_of_printing() -> None:
         sc.findings_of(dataclasses.replace(CLEAN, devices=2, t_step=2e-4, flops=1.2e8))
 
 
+def test_the_data_each_kind_gives_to_the_probes() -> None:
+    import keras
+
+    x, y = _arrays(260)
+    batches, kind, samples, input_s, last_seen = sc._load((x, y), 128, 4)
+    assert [len(b[0]) for b in batches] == [128, 128, 4] and input_s is None and last_seen
+    assert (kind, samples) == ("in-memory arrays", 260)
+    batches, kind, samples, input_s, last_seen = sc._load(_slow(0.0), None, 3)
+    assert len(batches) == len(input_s) == 3 and kind == "an iterator" and not last_seen
+
+    class Pages(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return 5
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            return x[i * 64 : (i + 1) * 64], y[i * 64 : (i + 1) * 64]  # the last one holds 4
+
+    batches, kind, _, input_s, last_seen = sc._load(Pages(), None, 2)
+    assert [len(b[0]) for b in batches] == [64, 64, 4] and len(input_s) == 2 and last_seen
+    with pytest.raises(TypeError, match="iterable of batches"):
+        sc._load(42, None, 2)
+
+
+def test_a_tf_data_dataset_is_drawn_and_timed_as_an_iterable() -> None:
+    tf = pytest.importorskip("tensorflow")
+    x, y = _arrays(260)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(128)
+    batches, kind, samples, input_s, last_seen = sc._load(dataset, None, 6)
+    assert kind == "a tf.data.Dataset" and samples is None and last_seen  # it ran out
+    assert [b[0].shape for b in batches] == [(128, 64), (128, 64), (4, 64)] and len(input_s) == 3
+
+
 # --- the probes, in fresh processes ---------------------------------------------------------
 
 

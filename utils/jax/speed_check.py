@@ -273,7 +273,7 @@ def _load(data: Any, batch_size: int | None, n: int) -> tuple[list, str, int | N
         tf_data = type(data).__module__.startswith("tensorflow")
         kind = "a tf.data.Dataset" if tf_data else "an iterator"
         batches, seconds = _timed(iter(data).__next__, n)
-        return batches, kind, None, seconds, False
+        return batches, kind, None, seconds, len(batches) < n  # ran out: its end was seen
     raise TypeError(f"data must be (x, y) arrays or an iterable of batches, not {type(data)}")
 
 
