@@ -117,6 +117,13 @@ def test_the_edges_of_each_verdict() -> None:
     assert verdict("mfu", flops=None) == "not measured"
 
 
+def test_a_fit_that_fails_on_the_last_batch_comes_first() -> None:
+    failed = (f"{sc.FAILED} on a batch of 3x64: IndivisibleError",)
+    found = sc.findings_of(dataclasses.replace(CLEAN, recompiles=failed, batch=100, devices=2))
+    assert [f.probe for f in found[:2]] == ["recompiles", "batch"]
+    assert "cannot finish" in sc.report(found) and "IndivisibleError" in sc.report(found)
+
+
 def test_an_mfu_above_one_raises_instead_of_printing() -> None:
     with pytest.raises(mfu.MeasurementError):
         sc.findings_of(dataclasses.replace(CLEAN, t_step=1e-6))
@@ -195,6 +202,7 @@ def _scenario(name: str) -> tuple[Any, Any, int | None]:
         "batch": lambda: (_model(), _arrays(200), 100),
         "input": lambda: (_model(), _slow(0.05), None),
         "devices": lambda: (_model(steps_per_execution=2), _arrays(512), 256),
+        "indivisible": lambda: (_model(), _arrays(259), 128),  # a last batch of 3 on 2 devices
     }[name]()
 
 
@@ -253,8 +261,20 @@ def test_the_ragged_batch_names_the_shape_that_recompiled(one_device: dict[str, 
     assert "float32[4,64], int32[4]" in one_device["recompiles"]["printed"]
 
 
-def test_two_simulated_devices_with_data_parallel() -> None:
-    result = _child(["devices"], devices=2)["devices"]
+@pytest.fixture(scope="module")
+def two_devices() -> dict[str, Any]:
+    return _child(["devices", "indivisible"], devices=2)
+
+
+def test_a_last_batch_that_does_not_split_is_reported(two_devices: dict[str, Any]) -> None:
+    result = two_devices["indivisible"]
+    found = [f["probe"] for f in result["findings"] if f["status"] == "problem"]
+    assert found == ["recompiles", "batch"], result["printed"]  # 64 per chip
+    assert "fit() fails on the last batch" in result["printed"] and result["restored"]
+
+
+def test_two_simulated_devices_with_data_parallel(two_devices: dict[str, Any]) -> None:
+    result = two_devices["devices"]
     found = {f["probe"]: f for f in result["findings"]}
     assert problems([sc.Finding(**f) for f in result["findings"]]) == [], result["printed"]
     assert "batch per chip 128 (256 over 2 device(s))" in found["batch"]["evidence"]

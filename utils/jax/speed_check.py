@@ -45,6 +45,7 @@ __all__ = ["Finding", "Measured", "findings_of", "mxu_fill", "rank", "report", "
 V5E = PUBLISHED["v5e"]
 MXU, SUBLANE = 128, 8
 IDLE_LIMIT = 0.25  # the device waiting this share of a step (or more) on the host: a problem
+FAILED = "fit() failed"
 SCAN_STEPS = 32  # steps in one scanned program, for the predicted dispatch gain
 STATUSES = ("problem", "ok", "info", "not measured")
 _TPU_KINDS = (("v5 lite", "v5e"), ("v5e", "v5e"), ("v6", "v6e"), ("v5", "v5p"), ("v4", "v4"))
@@ -109,6 +110,8 @@ def rank(findings: Sequence[Finding]) -> list[Finding]:
 
 def gain_text(gain: tuple[float, float]) -> str:
     lo, hi = gain
+    if math.isinf(lo):
+        return "the run cannot finish without the fix"
     return f"up to x{hi:.3g}" if lo < 1.01 or hi / lo < 1.05 else f"x{lo:.3g}-{hi:.3g}"
 
 
@@ -139,6 +142,11 @@ def _recompiles(m: Measured) -> Finding:
     if not m.recompiles:
         ev = f"0 compilations after warm-up over {m.probe_steps} batches ({seen})"
         return Finding("recompiles", "ok", ev)
+    if m.recompiles[0].startswith(FAILED):
+        fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
+        problem = "fit() fails on the last batch"
+        why = f"every batch must split evenly over the {m.devices} device(s)"
+        return Finding("recompiles", "problem", m.recompiles[0], problem, fix, (math.inf,) * 2, why)
     compile_s = max(0.0, m.probe_s - m.probe_steps * m.t_step)
     steps = math.ceil(m.samples / m.batch) if m.samples else m.probe_steps
     hi = 1.0 + compile_s / max(steps * m.t_step, 1e-9)
@@ -287,7 +295,11 @@ def _compiles_after_warmup(model: Any, batches: list) -> tuple[tuple[str, ...], 
     n_data = len(batches[0])
     with CompileLog() as log:
         start = time.perf_counter()
-        model.fit(_replay(batches), epochs=1, verbose=0)
+        try:
+            model.fit(_replay(batches), epochs=1, verbose=0)
+        except Exception as error:  # e.g. a last batch that does not split over the devices
+            shape = "x".join(map(str, batches[-1][0].shape))
+            return (f"{FAILED} on a batch of {shape}: {type(error).__name__}",), 0.0
         seconds = time.perf_counter() - start
     shapes = tuple(", ".join(e.shapes[-n_data:]) for e in log.of("train_step"))
     return shapes, seconds
