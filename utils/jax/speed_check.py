@@ -6,20 +6,24 @@ It lives in ``utils.jax`` because it reads JAX's compile log (``utils.jax.compil
 cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measured here:
 
 1. ``recompiles``: ``fit`` on a few batches (the last, ragged one included when it can be seen)
-   after a one-batch warm-up; every ``train_step`` compilation logged then is a recompilation.
+   after a one-batch warm-up; every ``train_step`` compilation logged then is a recompilation
+   (a last batch that ``fit`` cannot split over the devices is reported, not raised).
 2. ``batch``: batch per chip against the 128-row MXU pass (fill = batch / next multiple of 128).
-3. ``dtype``: the model's dtype policy; float32 leaves the bf16 MXU rate unused.
-4. ``dispatch``: ``fit``'s time per step against the compiled step alone (XLA, blocked): the
-   share of a step the device waits on the host, the host loop's pace, and the device programs
-   launched per execution (Keras's JAX trainer runs ``steps_per_execution=K`` as K programs).
-5. ``input``: the input alone (a few batches drawn, timed) against the step's consumption.
-6. ``mfu``: XLA's FLOP and byte counts of the step, MFU against the ceiling (a TPU's published
-   peak; elsewhere this run's best matmul at float32 or bfloat16) and the v5e verdict.
+3. ``dtype``: the model's dtype policy; anything but bfloat16 leaves the bf16 MXU rate unused.
+4. ``dispatch``: ``fit``'s host loop per step (batch-begin instants, asynchronous dispatch)
+   against the compiled step alone (XLA, blocked): the device idles ``1 - device / host`` of a
+   step when the host is slower; and the device programs per execution, counted (Keras's JAX
+   trainer runs ``steps_per_execution=K`` as K programs, not one scanned program).
+5. ``input``: the input alone (a few batches drawn, timed) against the step's consumption
+   (``fit``'s time per step on one cached batch); in-memory arrays are not measured.
+6. ``mfu``: XLA's FLOP and byte counts of the step (per device: times the devices), MFU against
+   the ceiling (a TPU's published peak; elsewhere the best matmul rate measured next to the
+   step, float32 or bfloat16; above 100 % raises) and the v5e verdict: compute- or memory-bound.
 
 Problems are judged on what is measured here; each gain is predicted for a v5e (197 TFLOP/s
 bf16, 819 GB/s: ``utils.roofline.PUBLISHED``) by the arithmetic its line states, and problems
 are ranked by the upper end. The model's variables are restored afterwards; an iterator's first
-batches are consumed.
+batches are consumed. Runs in seconds for a small model on a CPU.
 """
 
 from __future__ import annotations
@@ -139,11 +143,11 @@ def _v5e_times(m: Measured) -> tuple[float | None, float]:
 
 def _recompiles(m: Measured) -> Finding:
     seen = "the last batch included" if m.last_seen else "the last batch not seen"
+    fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
     if not m.recompiles:
         ev = f"0 compilations after warm-up over {m.probe_steps} batches ({seen})"
         return Finding("recompiles", "ok", ev)
     if m.recompiles[0].startswith(FAILED):
-        fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
         problem = "fit() fails on the last batch"
         why = f"every batch must split evenly over the {m.devices} device(s)"
         return Finding("recompiles", "problem", m.recompiles[0], problem, fix, (math.inf,) * 2, why)
@@ -152,7 +156,6 @@ def _recompiles(m: Measured) -> Finding:
     hi = 1.0 + compile_s / max(steps * m.t_step, 1e-9)
     ev = f"train_step compiled {len(m.recompiles)} more time(s) after warm-up, for "
     ev += "; ".join(m.recompiles) + f" (~{compile_s:.1f} s; {m.samples or '?'} samples)"
-    fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
     fix += f"  # tf.data: .batch({m.batch}, drop_remainder=True); or pad to {m.batch}"
     why = f"one extra compile of {compile_s:.1f} s per fit() against a {steps}-step epoch"
     problem = "A new batch shape after warm-up (a ragged last batch?) recompiles the step"
@@ -160,7 +163,7 @@ def _recompiles(m: Measured) -> Finding:
 
 
 def _batch(m: Measured) -> Finding:
-    per_chip = m.batch // max(m.devices, 1)
+    per_chip = max(m.batch // max(m.devices, 1), 1)
     fill, fill8 = mxu_fill(per_chip), mxu_fill(per_chip, SUBLANE)
     ev = f"batch per chip {per_chip} ({m.batch} over {m.devices} device(s)): "
     if fill == 1.0:
@@ -183,7 +186,7 @@ def _dtype(m: Measured) -> Finding:
         gain, why = (1.0, 2.0), "memory-bound on a v5e: half the bytes, up to x2"
     fix = 'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building'
     problem = f"The {m.policy} policy leaves the v5e's 197 TFLOP/s bf16 MXU rate unused"
-    return Finding("dtype", "problem", ev + " (compute in float32)", problem, fix, gain, why)
+    return Finding("dtype", "problem", ev + " (compute not bfloat16)", problem, fix, gain, why)
 
 
 def _dispatch(m: Measured) -> Finding:
@@ -305,27 +308,6 @@ def _compiles_after_warmup(model: Any, batches: list) -> tuple[tuple[str, ...], 
     return shapes, seconds
 
 
-class _Timer(keras.callbacks.Callback):
-    """Epoch wall times and batch-begin instants; async-safe, so fit does not sync per step."""
-
-    async_safe = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.epochs: list[float] = []
-        self.begins: list[list[float]] = []
-
-    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self.begins.append([])
-        self._start = time.perf_counter()
-
-    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self.begins[-1].append(time.perf_counter())
-
-    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:  # logs synced by Keras
-        self.epochs.append(time.perf_counter() - self._start)
-
-
 def _fit_timing(model: Any, batch: tuple, steps: int) -> tuple[float, float, float]:
     """(fit's seconds per step, host loop seconds per step, device programs per execution)."""
     tiled = [np.concatenate([a] * steps) for a in batch]
@@ -342,15 +324,21 @@ def _fit_timing(model: Any, batch: tuple, steps: int) -> tuple[float, float, flo
 
         return inner(state, pulled())
 
-    model.train_function, timer = counting, _Timer()
+    begins: list[list[float]] = []  # per epoch: its start, then each batch's begin
+    epochs: list[float] = []  # no batch-end hook: fit dispatches asynchronously, as it would
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: begins.append([time.perf_counter()]),
+        on_train_batch_begin=lambda batch, logs: begins[-1].append(time.perf_counter()),
+        on_epoch_end=lambda epoch, logs: epochs.append(time.perf_counter() - begins[-1][0]),
+    )  # Keras syncs the logs before on_epoch_end
+    model.train_function = counting
     try:
-        model.fit(
-            *tiled, batch_size=len(batch[0]), epochs=3, shuffle=False, verbose=0, callbacks=[timer]
-        )
+        model.fit(*tiled, batch_size=len(batch[0]), epochs=3, shuffle=False, verbose=0,
+                  callbacks=[timer])  # fmt: skip
     finally:
         model.train_function = inner
-    t_step = min(timer.epochs[1:]) / steps
-    gaps = [b - a for beg in timer.begins[1:] for a, b in zip(beg, beg[1:], strict=False)]
+    t_step = min(epochs[1:]) / steps
+    gaps = [b - a for beg in begins[1:] for a, b in zip(beg[1:], beg[2:], strict=False)]
     per_call = counts[1] / max(counts[0], 1)  # callbacks run once per execution of K steps
     t_host = float(np.median(gaps)) / per_call if gaps else t_step
     return t_step, t_host, per_call
@@ -394,12 +382,10 @@ def _ceiling(platform: str, kind: str, chips: int) -> tuple[float | None, str]:
 
 
 def _devices() -> int:
+    """Devices the batch is split over: the batch axis of the distribution's mesh, else 1."""
     dist = keras.distribution.distribution()
-    mesh = getattr(dist, "device_mesh", None)
-    if mesh is None:
-        return 1
-    name = getattr(dist, "batch_dim_name", None)
-    return int(mesh.shape[mesh.axis_names.index(name)]) if name in mesh.axis_names else 1
+    mesh, name = getattr(dist, "device_mesh", None), getattr(dist, "batch_dim_name", None)
+    return int(mesh.shape[mesh.axis_names.index(name)]) if mesh and name in mesh.axis_names else 1
 
 
 def speed_check(
