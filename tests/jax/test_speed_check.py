@@ -32,7 +32,7 @@ CLEAN = sc.Measured(
     platform="cpu", devices=1, batch=128, policy="mixed_bfloat16", data_kind="in-memory arrays",
     samples=256, recompiles=(), probe_s=0.02, probe_steps=2, last_seen=True, t_step=0.005,
     t_host=0.0002, t_dev=0.005, spe=1, programs=1.0, input_s=None, flops=2.3e8, bytes=2.5e7,
-    ceiling=1e12, ceiling_label="share of this cpu's best matmul rate",
+    ceiling=1e12,
 )  # fmt: skip
 PLANTED = {
     "recompiles": {"recompiles": ("float32[4,64], int32[4]",), "probe_s": 1.5, "samples": 260},

@@ -42,6 +42,7 @@ import numpy as np
 from utils import mfu as mfu_mod
 from utils.jax.compiles import CompileLog
 from utils.jax.peak import matmul
+from utils.keras import timing
 from utils.roofline import PUBLISHED
 
 __all__ = ["Finding", "Measured", "findings_of", "mxu_fill", "rank", "report", "speed_check"]
@@ -96,7 +97,6 @@ class Measured:
     flops: float | None
     bytes: float | None
     ceiling: float | None
-    ceiling_label: str
 
 
 def mxu_fill(batch: int, tile: int = MXU) -> float:
@@ -236,7 +236,10 @@ def _mfu(m: Measured) -> Finding:
     value = mfu_mod.mfu(m.flops * m.devices, m.t_step, m.ceiling)
     intensity = m.flops / m.bytes
     bound = "compute-bound" if intensity >= V5E.ridge else "memory-bound"
-    ev = f"MFU {value:.1%} ({m.ceiling_label}); {m.flops * m.devices / 1e9:.3g} GFLOP and "
+    of = f"this {m.platform}'s best matmul rate, {m.ceiling / 1e9:,.0f} GFLOP/s"
+    if m.platform == "tpu":
+        of = f"{m.devices} chip(s)' published bf16 peak"
+    ev = f"MFU {value:.1%} (share of {of}); {m.flops * m.devices / 1e9:.3g} GFLOP and "
     ev += f"{m.bytes * m.devices / 1e6:.3g} MB per step: {intensity:.0f} FLOP/byte against the "
     ev += f"v5e ridge {V5E.ridge:.0f}: {bound} on a v5e"
     return Finding("mfu", "info", ev)
@@ -337,7 +340,7 @@ def _fit_timing(model: Any, batch: tuple, steps: int) -> tuple[float, float, flo
                   callbacks=[timer])  # fmt: skip
     finally:
         model.train_function = inner
-    t_step = min(epochs[1:]) / steps
+    t_step = timing.steady(epochs) / steps  # the course's steady epoch: median of epochs 2..
     gaps = [b - a for beg in begins[1:] for a, b in zip(beg[1:], beg[2:], strict=False)]
     per_call = counts[1] / max(counts[0], 1)  # callbacks run once per execution of K steps
     t_host = float(np.median(gaps)) / per_call if gaps else t_step
@@ -368,17 +371,13 @@ def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any
     return min(seconds[1:]), cost.get("flops"), cost.get("bytes accessed")
 
 
-def _ceiling(platform: str, kind: str, chips: int) -> tuple[float | None, str]:
+def _ceiling(platform: str, kind: str, chips: int) -> float | None:
     """A TPU's published peak x chips; elsewhere this run's best matmul (float32 or bfloat16)."""
     if platform == "tpu":
         gen = next((g for key, g in _TPU_KINDS if key in kind.lower()), None)
-        if gen is None:
-            return None, f"no published peak for {kind}"
-        peak = mfu_mod.peak_flops(tpu_generation=gen, chips=chips)
-        return peak, f"of {chips} {gen} chip(s)' published bf16 peak"
+        return None if gen is None else mfu_mod.peak_flops(tpu_generation=gen, chips=chips)
     n = 1024  # measured next to the step it divides: a shared machine's rate varies
-    best = max(mfu_mod.measured_peak(matmul(n, dt), n, repeats=3) for dt in ("float32", "bfloat16"))
-    return best, f"share of this {platform}'s best matmul rate, {best / 1e9:,.0f} GFLOP/s"
+    return max(mfu_mod.measured_peak(matmul(n, dt), n, repeats=3) for dt in ("float32", "bfloat16"))
 
 
 def _devices() -> int:
@@ -421,18 +420,16 @@ def speed_check(
         for variable, value in saved:
             variable.assign(value)
     achieved = (flops or 0.0) * devices / t_step
-    ceiling, label = _ceiling(device.platform, device.device_kind, devices)
+    ceiling = _ceiling(device.platform, device.device_kind, devices)
     for _ in range(2):  # a shared CPU's rate varies: one below the step's is measured again
         if ceiling is None or ceiling >= achieved:
             break
-        ceiling, label = max(
-            (ceiling, label), _ceiling(device.platform, device.device_kind, devices)
-        )
+        ceiling = max(ceiling, _ceiling(device.platform, device.device_kind, devices) or 0.0)
     measured = Measured(
         device.platform, devices, len(batches[0][0]), model.dtype_policy.name, kind, samples,
         recompiles, probe_s, len(batches), last_seen, t_step, t_host, t_dev,
         int(model.steps_per_execution), programs, None if input_s is None else tuple(input_s),
-        flops, nbytes, ceiling, label,
+        flops, nbytes, ceiling,
     )  # fmt: skip
     found = findings_of(measured)
     if show:
