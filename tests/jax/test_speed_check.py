@@ -1,0 +1,294 @@
+"""utils.jax.speed_check: the pure parts here (properties), the probes in fresh processes.
+
+This process's Keras may run on TensorFlow (lane a imports tests/keras and tests/tf too), so the
+probes run with ``KERAS_BACKEND=jax`` in children: this file run as a script, one child on one
+CPU device (a clean model and four with one planted problem each) and one child on two
+simulated devices with a ``DataParallel`` distribution. Nothing asserts a speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("keras")
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from utils import fresh_process, mfu  # noqa: E402
+from utils.jax import speed_check as sc  # noqa: E402
+
+CLEAN = sc.Measured(
+    platform="cpu", devices=1, batch=128, policy="mixed_bfloat16", data_kind="in-memory arrays",
+    samples=256, recompiles=(), probe_s=0.02, probe_steps=2, last_seen=True, t_step=0.005,
+    t_host=0.0002, t_dev=0.005, spe=1, programs=1.0, input_s=None, flops=2.3e8, bytes=2.5e7,
+    ceiling=1e12,
+)  # fmt: skip
+PLANTED = {
+    "recompiles": {"recompiles": ("float32[4,64], int32[4]",), "probe_s": 1.5, "samples": 260},
+    "dtype": {"policy": "float32"},
+    "batch": {"batch": 100, "samples": 200},
+    "input": {"input_s": (0.05,) * 6, "data_kind": "an iterator", "samples": None},
+    "dispatch": {"t_host": 0.01, "t_step": 0.01},
+}
+
+
+def problems(found: list[sc.Finding]) -> list[str]:
+    return [f.probe for f in found if f.status == "problem"]
+
+
+# --- pure parts -----------------------------------------------------------------------------
+
+
+@given(st.integers(1, 10_000), st.sampled_from([8, 128, 256]))
+def test_mxu_fill_is_the_batch_over_the_next_multiple(batch: int, tile: int) -> None:
+    fill = sc.mxu_fill(batch, tile)
+    assert 0 < fill <= 1
+    assert (fill == 1.0) == (batch % tile == 0)
+    assert round(batch / fill) % tile == 0 and batch <= round(batch / fill) < batch + tile
+    assert batch < tile or fill > 0.5
+
+
+def test_mxu_fill_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        sc.mxu_fill(0)
+
+
+def test_a_clean_measurement_has_no_problem() -> None:
+    found = sc.findings_of(CLEAN)
+    assert problems(found) == []
+    assert {f.probe for f in found} == {"recompiles", "batch", "dtype", "dispatch", "input", "mfu"}
+    assert found[-1].status == "not measured" and "in-memory arrays" in found[-1].evidence
+
+
+@pytest.mark.parametrize("probe", sorted(PLANTED))
+def test_one_planted_problem_is_the_only_one_and_first(probe: str) -> None:
+    found = sc.findings_of(dataclasses.replace(CLEAN, **PLANTED[probe]))
+    assert problems(found) == [probe]
+    assert found[0].probe == probe and found[0].gain[1] > 1 and found[0].fix
+    assert f"1. {found[0].problem}" in sc.report(found)
+
+
+@given(st.sets(st.sampled_from(sorted(PLANTED)), min_size=1))
+def test_every_planted_problem_is_found_and_ranked_by_its_upper_gain(planted: set[str]) -> None:
+    changes = {k: v for p in sorted(planted) for k, v in PLANTED[p].items()}
+    found = sc.findings_of(dataclasses.replace(CLEAN, **changes))
+    assert set(problems(found)) == planted
+    gains = [f.gain[1] for f in found if f.status == "problem"]
+    assert gains == sorted(gains, reverse=True)
+    assert [f.status for f in found[: len(planted)]] == ["problem"] * len(planted)
+
+
+@given(st.lists(st.tuples(st.sampled_from(sc.STATUSES), st.floats(1, 100), st.floats(0, 99))))
+def test_rank_is_a_permutation_with_problems_first(rows: list[tuple[str, float, float]]) -> None:
+    found = [sc.Finding(f"p{i}", s, "e", gain=(lo, lo + d)) for i, (s, lo, d) in enumerate(rows)]
+    ranked = sc.rank(found)
+    assert sorted(f.probe for f in ranked) == sorted(f.probe for f in found)
+    order = [sc.STATUSES.index(f.status) for f in ranked]
+    assert order == sorted(order)
+    highs = [f.gain[1] for f in ranked if f.status == "problem"]
+    assert highs == sorted(highs, reverse=True)
+
+
+def test_the_edges_of_each_verdict() -> None:
+    def verdict(probe: str, **changes: Any) -> str:
+        found = sc.findings_of(dataclasses.replace(CLEAN, **changes))
+        return next(f.status for f in found if f.probe == probe)
+
+    assert verdict("batch", batch=256, devices=2) == "ok"
+    assert verdict("batch", batch=256, devices=4) == "problem"  # 64 per chip
+    # The device idle exactly IDLE_LIMIT of a step is a problem; a little less is not.
+    assert sc.IDLE_LIMIT == 0.25  # exact in binary, as 1 - 3.0 / 4.0 is
+    assert verdict("dispatch", t_host=4.0, t_dev=3.0) == "problem"
+    assert verdict("dispatch", t_host=4.0, t_dev=3.01) == "ok"
+    # Input exactly as fast as the step keeps up: 128 samples per 5 ms.
+    assert verdict("input", input_s=(9.0, 0.005, 0.005)) == "ok"
+    assert verdict("input", input_s=(0.0, 0.0051, 0.0051)) == "problem"
+    assert verdict("mfu", flops=None) == "not measured"
+
+
+def test_a_fit_that_fails_on_the_last_batch_comes_first() -> None:
+    failed = (f"{sc.FAILED} on a batch of 3x64: IndivisibleError",)
+    found = sc.findings_of(dataclasses.replace(CLEAN, recompiles=failed, batch=100, devices=2))
+    assert [f.probe for f in found[:2]] == ["recompiles", "batch"]
+    assert "cannot finish" in sc.report(found) and "IndivisibleError" in sc.report(found)
+
+
+def test_an_mfu_above_one_raises_instead_of_printing() -> None:
+    with pytest.raises(mfu.MeasurementError):
+        sc.findings_of(dataclasses.replace(CLEAN, t_step=1e-6))
+    # Two devices: the FLOPs XLA reports are per device, MFU counts both.
+    assert sc.findings_of(dataclasses.replace(CLEAN, t_step=2e-4, flops=1.2e8))
+    with pytest.raises(mfu.MeasurementError):
+        sc.findings_of(dataclasses.replace(CLEAN, devices=2, t_step=2e-4, flops=1.2e8))
+
+
+def test_the_data_each_kind_gives_to_the_probes() -> None:
+    import keras
+
+    x, y = _arrays(260)
+    batches, kind, samples, input_s, last_seen = sc._load((x, y), 128, 4)
+    assert [len(b[0]) for b in batches] == [128, 128, 4] and input_s is None and last_seen
+    assert (kind, samples) == ("in-memory arrays", 260)
+    batches, kind, samples, input_s, last_seen = sc._load(_slow(0.0), None, 3)
+    assert len(batches) == len(input_s) == 3 and kind == "an iterator" and not last_seen
+
+    class Pages(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return 5
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            return x[i * 64 : (i + 1) * 64], y[i * 64 : (i + 1) * 64]  # the last one holds 4
+
+    batches, kind, _, input_s, last_seen = sc._load(Pages(), None, 2)
+    assert [len(b[0]) for b in batches] == [64, 64, 4] and len(input_s) == 2 and last_seen
+    with pytest.raises(TypeError, match="iterable of batches"):
+        sc._load(42, None, 2)
+
+
+def test_a_tf_data_dataset_is_drawn_and_timed_as_an_iterable() -> None:
+    tf = pytest.importorskip("tensorflow")
+    x, y = _arrays(260)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(128)
+    batches, kind, samples, input_s, last_seen = sc._load(dataset, None, 6)
+    assert kind == "a tf.data.Dataset" and samples is None and last_seen  # it ran out
+    assert [b[0].shape for b in batches] == [(128, 64), (128, 64), (4, 64)] and len(input_s) == 3
+
+
+# --- the probes, in fresh processes ---------------------------------------------------------
+
+
+def _model(policy: str = "mixed_bfloat16", steps_per_execution: int = 1) -> Any:
+    import keras
+
+    keras.mixed_precision.set_global_policy(policy)
+    keras.utils.set_random_seed(0)
+    dense = [keras.layers.Dense(512, activation="relu") for _ in range(2)]
+    # Two 512-wide layers: a step of a few ms here, so fit's host loop hides behind it.
+    model = keras.Sequential([keras.Input((64,)), *dense, keras.layers.Dense(10)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile("adam", loss, steps_per_execution=steps_per_execution)
+    return model
+
+
+def _arrays(n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.random((n, 64), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
+
+
+def _slow(pause_s: float) -> Any:
+    x, y = _arrays(128)
+    while True:
+        time.sleep(pause_s)
+        yield x, y
+
+
+def _scenario(name: str) -> tuple[Any, Any, int | None]:
+    """(model, data, batch_size) with one planted problem, or none ("clean", "devices")."""
+    return {
+        "clean": lambda: (_model(), _arrays(256), 128),
+        "recompiles": lambda: (_model(), _arrays(260), 128),
+        "dtype": lambda: (_model("float32"), _arrays(256), 128),
+        "batch": lambda: (_model(), _arrays(200), 100),
+        "input": lambda: (_model(), _slow(0.05), None),
+        "devices": lambda: (_model(steps_per_execution=2), _arrays(512), 256),
+        "indivisible": lambda: (_model(), _arrays(259), 128),  # a last batch of 3 on 2 devices
+    }[name]()
+
+
+def run(names: list[str]) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        model, data, batch_size = _scenario(name)
+        before = [np.array(w) for w in model.get_weights()]
+        printed = io.StringIO()
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(printed):
+            found = sc.speed_check(model, data, batch_size=batch_size, input_batches=4)
+        restored = all(
+            np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True)
+        )
+        out[name] = {
+            "findings": [dataclasses.asdict(f) for f in found],
+            "printed": printed.getvalue(),
+            "seconds": time.perf_counter() - start,
+            "restored": restored,
+        }
+    return out
+
+
+def _child(names: list[str], devices: int) -> dict[str, Any]:
+    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    done = fresh_process.run_python([__file__, str(devices), *names], env=env, timeout_s=600)
+    return fresh_process.result_of(done.stdout, context=done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module")
+def one_device() -> dict[str, Any]:
+    return _child(["clean", *PLANTED.keys() - {"dispatch"}], devices=1)
+
+
+def test_a_clean_model_gets_no_false_alarm(one_device: dict[str, Any]) -> None:
+    clean = one_device["clean"]
+    assert problems([sc.Finding(**f) for f in clean["findings"]]) == [], clean["printed"]
+    assert "To do: nothing found." in clean["printed"]
+    assert "input: data is in-memory arrays, nothing to measure" in clean["printed"]
+    assert clean["restored"], "speed_check must leave the weights as they were"
+
+
+@pytest.mark.parametrize("probe", sorted(PLANTED.keys() - {"dispatch"}))
+def test_each_planted_problem_is_ranked_first(one_device: dict[str, Any], probe: str) -> None:
+    result = one_device[probe]
+    found = [sc.Finding(**{**f, "gain": tuple(f["gain"])}) for f in result["findings"]]
+    assert problems(found) == [probe], result["printed"]
+    assert result["printed"].splitlines()[2].startswith(f" 1. {found[0].problem}")
+    assert result["restored"] and result["seconds"] < 120
+
+
+def test_the_ragged_batch_names_the_shape_that_recompiled(one_device: dict[str, Any]) -> None:
+    assert "float32[4,64], int32[4]" in one_device["recompiles"]["printed"]
+
+
+@pytest.fixture(scope="module")
+def two_devices() -> dict[str, Any]:
+    return _child(["devices", "indivisible"], devices=2)
+
+
+def test_a_last_batch_that_does_not_split_is_reported(two_devices: dict[str, Any]) -> None:
+    result = two_devices["indivisible"]
+    found = [f["probe"] for f in result["findings"] if f["status"] == "problem"]
+    assert found[0] == "recompiles" and "batch" in found, result["printed"]  # 64 per chip
+    assert set(found) <= {"recompiles", "batch", "dispatch"}  # dispatch: see the next test
+    assert "fit() fails on the last batch" in result["printed"] and result["restored"]
+
+
+def test_two_simulated_devices_with_data_parallel(two_devices: dict[str, Any]) -> None:
+    result = two_devices["devices"]
+    found = {f["probe"]: f for f in result["findings"]}
+    # Simulated devices share this CPU's cores with the host loop, which they slow: the host
+    # may then truly set the pace here (a dispatch finding); no other probe may complain.
+    assert set(problems([sc.Finding(**f) for f in result["findings"]])) <= {"dispatch"}
+    assert "batch per chip 128 (256 over 2 device(s))" in found["batch"]["evidence"]
+    # Keras's JAX trainer: steps_per_execution=2 launches two programs per execution.
+    assert "2 device program(s) per execution (steps_per_execution=2)" in result["printed"]
+
+
+if __name__ == "__main__":  # the child: python tests/jax/test_speed_check.py DEVICES NAMES...
+    import jax
+    import keras
+
+    if int(sys.argv[1]) > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    print(fresh_process.RESULT_PREFIX + json.dumps(run(sys.argv[2:])))

@@ -1,0 +1,438 @@
+"""``speed_check(model, data)``: a few short, measured probes of a learner's compiled Keras 3
+model on the JAX backend, and a ranked to-do list with the gain each fix is predicted to give
+on one TPU v5e chip. Importing this loads Keras (and JAX): set ``KERAS_BACKEND=jax`` first.
+
+It lives in ``utils.jax`` because it reads JAX's compile log (``utils.jax.compiles``) and XLA's
+cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measured here:
+
+1. ``recompiles``: ``fit`` on a few batches (the last, ragged one included when it can be seen)
+   after a one-batch warm-up; every ``train_step`` compilation logged then is a recompilation
+   (a last batch that ``fit`` cannot split over the devices is reported, not raised).
+2. ``batch``: batch per chip against the 128-row MXU pass (fill = batch / next multiple of 128).
+3. ``dtype``: the model's dtype policy; anything but bfloat16 leaves the bf16 MXU rate unused.
+4. ``dispatch``: ``fit``'s host loop per step (batch-begin instants, asynchronous dispatch)
+   against the compiled step alone (XLA, blocked): the device idles ``1 - device / host`` of a
+   step when the host is slower; and the device programs per execution, counted (Keras's JAX
+   trainer runs ``steps_per_execution=K`` as K programs, not one scanned program).
+5. ``input``: the input alone (a few batches drawn, timed) against the step's consumption
+   (``fit``'s time per step on one cached batch); in-memory arrays are not measured.
+6. ``mfu``: XLA's FLOP and byte counts of the step (per device: times the devices), MFU against
+   the ceiling (a TPU's published peak; elsewhere the best matmul rate measured next to the
+   step, float32 or bfloat16; above 100 % raises) and the v5e verdict: compute- or memory-bound.
+
+Problems are judged on what is measured here; each gain is predicted for a v5e (197 TFLOP/s
+bf16, 819 GB/s: ``utils.roofline.PUBLISHED``) by the arithmetic its line states, and problems
+are ranked by the upper end. The model's variables are restored afterwards; an iterator's first
+batches are consumed. Runs in seconds for a small model on a CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import keras
+import numpy as np
+
+from utils import mfu as mfu_mod
+from utils.jax.compiles import CompileLog
+from utils.jax.peak import matmul
+from utils.keras import timing
+from utils.roofline import PUBLISHED
+
+__all__ = ["Finding", "Measured", "findings_of", "mxu_fill", "rank", "report", "speed_check"]
+
+V5E = PUBLISHED["v5e"]
+MXU, SUBLANE = 128, 8
+IDLE_LIMIT = 0.25  # the device waiting this share of a step (or more) on the host: a problem
+FAILED = "fit() failed"
+SCAN_STEPS = 32  # steps in one scanned program, for the predicted dispatch gain
+STATUSES = ("problem", "ok", "info", "not measured")
+_TPU_KINDS = (("v5 lite", "v5e"), ("v5e", "v5e"), ("v6", "v6e"), ("v5", "v5p"), ("v4", "v4"))
+_TPU_KINDS += (("v3", "v3"), ("v2", "v2"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One probe's verdict; ``gain`` is the predicted v5e speed-up ``(low, high)``."""
+
+    probe: str
+    status: str
+    evidence: str
+    problem: str = ""
+    fix: str = ""
+    gain: tuple[float, float] = (1.0, 1.0)
+    arithmetic: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES or not 0 < self.gain[0] <= self.gain[1]:
+            raise ValueError(f"bad finding: status {self.status!r}, gain {self.gain!r}")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Everything the probes measured (seconds, FLOPs, bytes); ``None``: not measured."""
+
+    platform: str
+    devices: int
+    batch: int
+    policy: str
+    data_kind: str
+    samples: int | None
+    recompiles: tuple[str, ...]
+    probe_s: float
+    probe_steps: int
+    last_seen: bool
+    t_step: float
+    t_host: float
+    t_dev: float
+    spe: int
+    programs: float
+    input_s: tuple[float, ...] | None
+    flops: float | None
+    bytes: float | None
+    ceiling: float | None
+
+
+def mxu_fill(batch: int, tile: int = MXU) -> float:
+    """``batch`` over the next multiple of ``tile``: the share of the last MXU pass in use."""
+    if batch < 1 or tile < 1:
+        raise ValueError(f"need batch >= 1 and tile >= 1, got {batch}, {tile}")
+    return batch / (math.ceil(batch / tile) * tile)
+
+
+def rank(findings: Sequence[Finding]) -> list[Finding]:
+    """Problems first, largest predicted gain (upper end, then lower) first; then the rest."""
+    order = {s: i for i, s in enumerate(STATUSES)}
+    return sorted(findings, key=lambda f: (order[f.status], -f.gain[1], -f.gain[0]))
+
+
+def gain_text(gain: tuple[float, float]) -> str:
+    lo, hi = gain
+    if math.isinf(lo):
+        return "the run cannot finish without the fix"
+    return f"up to x{hi:.3g}" if lo < 1.01 or hi / lo < 1.05 else f"x{lo:.3g}-{hi:.3g}"
+
+
+def report(findings: Sequence[Finding]) -> str:
+    """The numbered to-do list, then the probes that passed, informed or could not measure."""
+    ranked = rank(findings)
+    todo = [f for f in ranked if f.status == "problem"]
+    lines = ["To do, largest predicted TPU v5e gain first:" if todo else "To do: nothing found."]
+    for i, f in enumerate(todo, 1):
+        lines += [f"{i:>2}. {f.problem}", f"    evidence: {f.evidence}", f"    fix: {f.fix}"]
+        lines.append(f"    predicted v5e gain: {gain_text(f.gain)} ({f.arithmetic})")
+    heads = {"ok": "No problem found", "info": "Info", "not measured": "Could not measure"}
+    for f in ranked[len(todo) :]:
+        lines.append(f"{heads[f.status]} - {f.probe}: {f.evidence}")
+    return "\n".join(lines)
+
+
+def _v5e_times(m: Measured) -> tuple[float | None, float]:
+    """(v5e device time of this step per chip, v5e step now: host and device overlapped)."""
+    if not m.flops or not m.bytes:
+        return None, m.t_step
+    device = max(m.flops / V5E.peak_flops, m.bytes / V5E.bandwidth)
+    return device, max(m.t_host, device)
+
+
+def _recompiles(m: Measured) -> Finding:
+    seen = "the last batch included" if m.last_seen else "the last batch not seen"
+    fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
+    if not m.recompiles:
+        ev = f"0 compilations after warm-up over {m.probe_steps} batches ({seen})"
+        return Finding("recompiles", "ok", ev)
+    if m.recompiles[0].startswith(FAILED):
+        problem = "fit() fails on the last batch"
+        why = f"every batch must split evenly over the {m.devices} device(s)"
+        return Finding("recompiles", "problem", m.recompiles[0], problem, fix, (math.inf,) * 2, why)
+    compile_s = max(0.0, m.probe_s - m.probe_steps * m.t_step)
+    steps = math.ceil(m.samples / m.batch) if m.samples else m.probe_steps
+    hi = 1.0 + compile_s / max(steps * m.t_step, 1e-9)
+    ev = f"train_step compiled {len(m.recompiles)} more time(s) after warm-up, for "
+    ev += "; ".join(m.recompiles) + f" (~{compile_s:.1f} s; {m.samples or '?'} samples)"
+    fix += f"  # tf.data: .batch({m.batch}, drop_remainder=True); or pad to {m.batch}"
+    why = f"one extra compile of {compile_s:.1f} s per fit() against a {steps}-step epoch"
+    problem = "A new batch shape after warm-up (a ragged last batch?) recompiles the step"
+    return Finding("recompiles", "problem", ev, problem, fix, (1.0, max(hi, 1.0)), why)
+
+
+def _batch(m: Measured) -> Finding:
+    per_chip = max(m.batch // max(m.devices, 1), 1)
+    fill, fill8 = mxu_fill(per_chip), mxu_fill(per_chip, SUBLANE)
+    ev = f"batch per chip {per_chip} ({m.batch} over {m.devices} device(s)): "
+    if fill == 1.0:
+        return Finding("batch", "ok", ev + f"{per_chip // MXU} full 128-row MXU pass(es)")
+    target = math.ceil(per_chip / MXU) * MXU
+    ev += f"fills {fill:.0%} of its last 128-row MXU pass ({fill8:.0%} of the 8-row tile)"
+    fix = f"batch_size = {target * m.devices}  # {target} per chip, a multiple of 128"
+    why = f"fill {fill:.2f} -> up to 1/{fill:.2f}; 8-row fill {fill8:.2f} -> at least 1/{fill8:.2f}"
+    problem = f"Batch per chip {per_chip} is not a multiple of the 128-row MXU"
+    return Finding("batch", "problem", ev, problem, fix, (1 / fill8, 1 / fill), why)
+
+
+def _dtype(m: Measured) -> Finding:
+    ev = f"dtype policy {m.policy}"
+    if "bfloat16" in m.policy:
+        return Finding("dtype", "ok", ev + ": the MXU's bf16 rate is used")
+    compute = not m.bytes or (m.flops or 0) / m.bytes >= V5E.ridge
+    gain, why = ((2.0, 4.0), "compute-bound: bf16 matmul rate x2-4 over float32")
+    if not compute:
+        gain, why = (1.0, 2.0), "memory-bound on a v5e: half the bytes, up to x2"
+    fix = 'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building'
+    problem = f"The {m.policy} policy leaves the v5e's 197 TFLOP/s bf16 MXU rate unused"
+    return Finding("dtype", "problem", ev + " (compute not bfloat16)", problem, fix, gain, why)
+
+
+def _dispatch(m: Measured) -> Finding:
+    # The host loop sets the pace when it is slower than the device: the device then idles.
+    idle = max(0.0, 1.0 - m.t_dev / max(m.t_host, m.t_dev))
+    ev = f"host loop {m.t_host * 1e3:.3g} ms/step (fit's pace, async), compiled step alone "
+    ev += f"{m.t_dev * 1e3:.3g} ms: device idle {idle:.0%}; fit step {m.t_step * 1e3:.3g} ms; "
+    ev += f"{m.programs:.3g} device program(s) per execution (steps_per_execution={m.spe})"
+    device, v5e_now = _v5e_times(m)
+    here = max(m.t_host, m.t_dev) / max(m.t_dev, m.t_host / SCAN_STEPS, 1e-9)
+    v5e = v5e_now / max(m.t_host / SCAN_STEPS, device or m.t_dev)
+    if idle < IDLE_LIMIT:
+        if device is not None and m.t_host > device:
+            ev += f". A v5e would do this step's math in {device * 1e6:.3g} us: re-run on TPU"
+        return Finding("dispatch", "ok", ev)
+    fix = f"jax.lax.scan over {SCAN_STEPS} train steps in one jitted program (not Keras's loop)"
+    why = f"step max(host, device) -> max(host/{SCAN_STEPS}, device), here and on a v5e"
+    problem = f"The device waits on the host {idle:.0%} of each step"
+    lo, hi = sorted((max(here, 1.0), max(v5e, 1.0)))
+    return Finding("dispatch", "problem", ev, problem, fix, (lo, hi), why)
+
+
+def _input(m: Measured) -> Finding:
+    if m.input_s is None:
+        return Finding("input", "not measured", f"data is {m.data_kind}, nothing to measure")
+    timed = m.input_s[1:] or m.input_s
+    rate_in = m.batch * len(timed) / max(sum(timed), 1e-9)
+    rate_step = m.batch / m.t_step
+    _, v5e_now = _v5e_times(m)
+    rate_v5e = m.batch / v5e_now
+    ev = f"{m.data_kind} delivers {rate_in:,.0f} samples/s, the step takes {rate_step:,.0f}"
+    ev += f" here (a v5e step ~{rate_v5e:,.0f})"
+    if rate_in >= rate_step:
+        return Finding("input", "ok", ev)
+    fix = "ds = ds.prefetch(tf.data.AUTOTUNE)  # or Grain with worker processes / data on device"
+    why = "up to step rate / input rate, here and for a v5e step"
+    gain = (rate_step / rate_in, max(rate_step, rate_v5e) / rate_in)
+    problem = "The input is slower than the training step (input-bound)"
+    return Finding("input", "problem", ev, problem, fix, gain, why)
+
+
+def _mfu(m: Measured) -> Finding:
+    if not m.flops or not m.bytes:
+        return Finding("mfu", "not measured", "MFU: no FLOP count for this model (cost analysis)")
+    if m.ceiling is None:
+        return Finding("mfu", "not measured", f"MFU: no ceiling for {m.platform}")
+    value = mfu_mod.mfu(m.flops * m.devices, m.t_step, m.ceiling)
+    intensity = m.flops / m.bytes
+    bound = "compute-bound" if intensity >= V5E.ridge else "memory-bound"
+    of = f"this {m.platform}'s best matmul rate, {m.ceiling / 1e9:,.0f} GFLOP/s"
+    if m.platform == "tpu":
+        of = f"{m.devices} chip(s)' published bf16 peak"
+    ev = f"MFU {value:.1%} (share of {of}); {m.flops * m.devices / 1e9:.3g} GFLOP and "
+    ev += f"{m.bytes * m.devices / 1e6:.3g} MB per step: {intensity:.0f} FLOP/byte against the "
+    ev += f"v5e ridge {V5E.ridge:.0f}: {bound} on a v5e"
+    return Finding("mfu", "info", ev)
+
+
+def findings_of(m: Measured) -> list[Finding]:
+    """The six probes' findings from the measurements, ranked."""
+    probes = (_recompiles, _batch, _dtype, _dispatch, _input, _mfu)
+    return rank([probe(m) for probe in probes])
+
+
+def _as_batch(item: Any) -> tuple[np.ndarray, ...]:
+    parts = item if isinstance(item, tuple | list) else (item,)
+    return tuple(np.asarray(p) for p in parts)
+
+
+def _timed(draw: Callable[[], Any], n: int) -> tuple[list[tuple[np.ndarray, ...]], list[float]]:
+    batches, seconds = [], []
+    for _ in range(n):
+        start = time.perf_counter()
+        try:
+            item = draw()
+        except (StopIteration, IndexError):
+            break
+        seconds.append(time.perf_counter() - start)
+        batches.append(_as_batch(item))
+    return batches, seconds
+
+
+def _load(data: Any, batch_size: int | None, n: int) -> tuple[list, str, int | None, Any, bool]:
+    """(probe batches, kind, samples, input seconds per batch or None, last batch seen)."""
+    if isinstance(data, tuple | list) and all(hasattr(a, "shape") for a in data):
+        arrays = [np.asarray(a) for a in data]
+        size, b = len(arrays[0]), batch_size or 32
+        starts = [s for s in (0, b) if s + b <= size] + ([size - size % b] if size % b else [])
+        batches = [tuple(a[s : s + b] for a in arrays) for s in starts]
+        return batches, "in-memory arrays", size, None, True
+    if isinstance(data, keras.utils.PyDataset):
+        count = len(data)
+        batches, seconds = _timed(iter(data[i] for i in range(min(n, count))).__next__, n)
+        if count > n:
+            batches.append(_as_batch(data[count - 1]))
+        return batches, "a PyDataset (read serially)", None, seconds, True
+    if hasattr(data, "__iter__"):
+        tf_data = type(data).__module__.startswith("tensorflow")
+        kind = "a tf.data.Dataset" if tf_data else "an iterator"
+        batches, seconds = _timed(iter(data).__next__, n)
+        return batches, kind, None, seconds, len(batches) < n  # ran out: its end was seen
+    raise TypeError(f"data must be (x, y) arrays or an iterable of batches, not {type(data)}")
+
+
+def _replay(batches: Sequence[tuple[np.ndarray, ...]]) -> Iterator[tuple[np.ndarray, ...]]:
+    yield from batches
+
+
+def _compiles_after_warmup(model: Any, batches: list) -> tuple[tuple[str, ...], float]:
+    """Warm up on the first batch, then fit on all: each train_step compiled now is a recompile."""
+    model.fit(_replay(batches[:1]), epochs=1, verbose=0)
+    n_data = len(batches[0])
+    with CompileLog() as log:
+        start = time.perf_counter()
+        try:
+            model.fit(_replay(batches), epochs=1, verbose=0)
+        except Exception as error:  # e.g. a last batch that does not split over the devices
+            shape = "x".join(map(str, batches[-1][0].shape))
+            return (f"{FAILED} on a batch of {shape}: {type(error).__name__}",), 0.0
+        seconds = time.perf_counter() - start
+    shapes = tuple(", ".join(e.shapes[-n_data:]) for e in log.of("train_step"))
+    return shapes, seconds
+
+
+def _fit_timing(model: Any, batch: tuple, steps: int) -> tuple[float, float, float]:
+    """(fit's seconds per step, host loop seconds per step, device programs per execution)."""
+    tiled = [np.concatenate([a] * steps) for a in batch]
+    model.make_train_function()
+    inner, counts = model.train_function, [0, 0]
+
+    def counting(state: Any, iterator: Any) -> Any:
+        counts[0] += 1
+
+        def pulled() -> Any:
+            for item in iterator:
+                counts[1] += 1
+                yield item
+
+        return inner(state, pulled())
+
+    begins: list[list[float]] = []  # per epoch: its start, then each batch's begin
+    epochs: list[float] = []  # no batch-end hook: fit dispatches asynchronously, as it would
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: begins.append([time.perf_counter()]),
+        on_train_batch_begin=lambda batch, logs: begins[-1].append(time.perf_counter()),
+        on_epoch_end=lambda epoch, logs: epochs.append(time.perf_counter() - begins[-1][0]),
+    )  # Keras syncs the logs before on_epoch_end
+    model.train_function = counting
+    try:
+        model.fit(*tiled, batch_size=len(batch[0]), epochs=3, shuffle=False, verbose=0,
+                  callbacks=[timer])  # fmt: skip
+    finally:
+        model.train_function = inner
+    t_step = timing.steady(epochs) / steps  # the course's steady epoch: median of epochs 2..
+    gaps = [b - a for beg in begins[1:] for a, b in zip(beg[1:], beg[2:], strict=False)]
+    per_call = counts[1] / max(counts[0], 1)  # callbacks run once per execution of K steps
+    t_host = float(np.median(gaps)) / per_call if gaps else t_step
+    return t_step, t_host, per_call
+
+
+def _groups(model: Any) -> tuple[list, ...]:
+    """The variables in the order of Keras's JAX ``train_step(state, data)`` state."""
+    groups = (model.trainable_variables, model.non_trainable_variables)
+    return (*groups, model.optimizer.variables, model.metrics_variables)
+
+
+def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any, Any]:
+    """(best seconds of the compiled step alone, its FLOPs and bytes per device or None)."""
+    dist = keras.distribution.distribution()
+    data = tuple(batch)
+    if dist is not None:
+        data = tuple(jax.device_put(a, dist.get_data_layout(a.shape).backend_layout) for a in data)
+    state = tuple([v.value for v in group] for group in _groups(model))
+    compiled = jax.jit(model.train_step).lower(state, data).compile()
+    cost = compiled.cost_analysis()
+    cost = (cost[0] if isinstance(cost, list | tuple) and cost else cost) or {}
+    seconds = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(state, data))
+        seconds.append(time.perf_counter() - start)
+    return min(seconds[1:]), cost.get("flops"), cost.get("bytes accessed")
+
+
+def _ceiling(platform: str, kind: str, chips: int) -> float | None:
+    """A TPU's published peak x chips; elsewhere this run's best matmul (float32 or bfloat16)."""
+    if platform == "tpu":
+        gen = next((g for key, g in _TPU_KINDS if key in kind.lower()), None)
+        return None if gen is None else mfu_mod.peak_flops(tpu_generation=gen, chips=chips)
+    n = 1024  # measured next to the step it divides: a shared machine's rate varies
+    return max(mfu_mod.measured_peak(matmul(n, dt), n, repeats=3) for dt in ("float32", "bfloat16"))
+
+
+def _devices() -> int:
+    """Devices the batch is split over: the batch axis of the distribution's mesh, else 1."""
+    dist = keras.distribution.distribution()
+    mesh, name = getattr(dist, "device_mesh", None), getattr(dist, "batch_dim_name", None)
+    return int(mesh.shape[mesh.axis_names.index(name)]) if mesh and name in mesh.axis_names else 1
+
+
+def speed_check(
+    model: Any,
+    data: Any,
+    *,
+    batch_size: int | None = None,
+    input_batches: int = 6,
+    steps: int = 16,
+    show: bool = True,
+) -> list[Finding]:
+    """Probe ``model`` (compiled) on ``data`` and print the ranked to-do list; return it.
+
+    ``data``: ``(x, y)`` arrays (batched by ``batch_size``, Keras's 32 by default), a Python
+    generator or iterable of ``(x, y)`` batches, a ``keras.utils.PyDataset`` or a
+    ``tf.data.Dataset`` of batches (``input_batches`` are drawn and timed). ``steps``: steps
+    per timed epoch. Trains a few dozen steps, then restores the model's variables.
+    """
+    if keras.backend.backend() != "jax":
+        raise RuntimeError(f"speed_check needs KERAS_BACKEND=jax, not {keras.backend.backend()}")
+    batches, kind, samples, input_s, last_seen = _load(data, batch_size, input_batches)
+    if not batches:
+        raise ValueError("data gave no batch")
+    device, devices = jax.devices()[0], _devices()
+    saved = [(v, keras.ops.convert_to_numpy(v.value)) for g in _groups(model) for v in g]
+    try:
+        with warnings.catch_warnings():  # fit on a generator: "shuffle ignored", "ran out"
+            warnings.filterwarnings("ignore", category=UserWarning)
+            recompiles, probe_s = _compiles_after_warmup(model, batches)
+            t_step, t_host, programs = _fit_timing(model, batches[0], steps)
+            t_dev, flops, nbytes = _device_step(model, batches[0])
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+    achieved = (flops or 0.0) * devices / t_step
+    ceiling = _ceiling(device.platform, device.device_kind, devices)
+    for _ in range(2):  # a shared CPU's rate varies: one below the step's is measured again
+        if ceiling is None or ceiling >= achieved:
+            break
+        ceiling = max(ceiling, _ceiling(device.platform, device.device_kind, devices) or 0.0)
+    measured = Measured(
+        device.platform, devices, len(batches[0][0]), model.dtype_policy.name, kind, samples,
+        recompiles, probe_s, len(batches), last_seen, t_step, t_host, t_dev,
+        int(model.steps_per_execution), programs, None if input_s is None else tuple(input_s),
+        flops, nbytes, ceiling,
+    )  # fmt: skip
+    found = findings_of(measured)
+    if show:
+        print(f"speed_check on {device.platform} ({devices} device(s)), batch {measured.batch}:")
+        print(report(found))
+    return found
