@@ -7,6 +7,8 @@ first import.
 - ``compiles``: count compilations with JAX's ``jax_log_compiles`` log records and a jitted
   function's cache size.
 - ``peak``: the jitted matmul that MFU divides by (timed by ``utils.mfu.measured_peak``).
+- ``speed_check``: ``speed_check(model, data)``, a few measured probes of a learner's Keras model
+  on JAX and a ranked to-do list with the gain predicted on a v5e chip.
 - ``ladder_bench``: ``make bench``'s JAX training ladder (``utils.keras.ladder``) with verdicts.
 - ``grain_pipeline``: notebook 07's tuned input pipeline in Grain (``import grain`` imports JAX).
 - ``multihost_*``: the multi-host workers of notebook 08 (``multihost_worker``, ``multihost_keras``,
