@@ -11,7 +11,6 @@ a callable that waits until the device has finished, or you time only the launch
   ``matmul_gflops`` is notebook 00's hardware lesson (how fast is a matmul here, with its
   spread); it is **not** the peak MFU divides by: that is :func:`utils.mfu.measured_peak`,
   measured inside every round of :func:`utils.compare.compare`.
-- :func:`cache_levels`: the CPU's caches as the kernel reports them in ``/sys``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -173,41 +171,6 @@ def copy_bandwidth(
     number = calls_for(copy, target_s, clock=clock)
     timing = time_fn(copy, warmup=1, repeats=repeats, number=number, clock=clock)
     return Throughput.of(timing, 2.0 * src.nbytes, "GB/s", 1e9)
-
-
-@dataclass(frozen=True)
-class CacheLevel:
-    """One cache of CPU 0 as reported by ``/sys/devices/system/cpu/cpu0/cache/index*``."""
-
-    level: int
-    type: str  # "Data", "Instruction" or "Unified"
-    size_bytes: int
-    shared_with: str  # the CPUs sharing it ("0", "0-1", ...)
-
-    @property
-    def name(self) -> str:
-        return f"L{self.level}" + {"Data": "d", "Instruction": "i"}.get(self.type, "")
-
-
-def parse_size(text: str) -> int:
-    """'48K' -> 49152, '2048K' -> 2097152, '300M' -> bytes, '512' -> 512."""
-    text = text.strip().upper().removesuffix("B")
-    factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * factor
-
-
-def cache_levels(root: str | Path = "/") -> list[CacheLevel]:
-    """The caches of CPU 0, from sysfs (empty list where the kernel does not say, e.g. macOS)."""
-    levels = []
-    for index in sorted((Path(root) / "sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level, kind, size = ((index / f).read_text() for f in ("level", "type", "size"))
-            shared = index / "shared_cpu_list"
-            shared_with = shared.read_text().strip() if shared.exists() else "?"
-            levels.append(CacheLevel(int(level), kind.strip(), parse_size(size), shared_with))
-        except (OSError, ValueError):
-            continue
-    return sorted(levels, key=lambda c: (c.level, c.type))
 
 
 def format_bytes(n: float) -> str:

@@ -444,7 +444,7 @@ def _install_missing(
         error = _pip(args)
         if error:
             raise RuntimeError(
-                f"{error}\nCheck the runtime has network access and see notebook 01's "
+                f"{error}\nCheck the runtime has network access and see the README's "
                 "troubleshooting table for known version conflicts."
             )
     importlib.invalidate_caches()  # let find_spec see what pip just installed

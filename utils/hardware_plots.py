@@ -6,7 +6,7 @@ notebook cell can end with ``fig;`` or let the inline backend show it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -14,7 +14,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from utils.bench import CacheLevel, format_bytes
 from utils.systolic import Snapshot
 
 
@@ -25,35 +24,6 @@ def _finish(fig: Figure, ax: Axes, xlabel: str, ylabel: str, title: str) -> Figu
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     return fig
-
-
-def plot_thread_scaling(threads: Sequence[int], gflops: Mapping[str, Sequence[float]]) -> Figure:
-    """Matmul GFLOP/s against the number of threads, one line per dtype, with ideal scaling."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    for label, values in gflops.items():
-        (line,) = ax.plot(threads, values, "o-", label=label)
-        ideal = [values[0] * t / threads[0] for t in threads]
-        ax.plot(threads, ideal, ":", color=line.get_color(), alpha=0.6)
-    ax.set_xticks(list(threads))
-    ax.legend()
-    ylabel = "GFLOP/s (dotted: perfect scaling)"
-    return _finish(fig, ax, "threads", ylabel, "Matrix multiply throughput vs threads")
-
-
-def plot_working_set(
-    sizes_bytes: Sequence[int], gbps: Sequence[float], caches: Sequence[CacheLevel] = ()
-) -> Figure:
-    """Copy bandwidth against working-set size (log x), with the data/unified cache sizes marked."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    ax.semilogx(sizes_bytes, gbps, "o-", base=2)
-    for cache in (c for c in caches if c.type != "Instruction"):
-        ax.axvline(cache.size_bytes, color="grey", ls="--", alpha=0.7)
-        label = f" {cache.name}\n {format_bytes(cache.size_bytes)}"
-        ax.text(cache.size_bytes, max(gbps) * 0.97, label, va="top", fontsize=8)
-    ticks = list(sizes_bytes)[:: max(1, len(sizes_bytes) // 8)]
-    ax.set_xticks(ticks, [format_bytes(s) for s in ticks], rotation=30)
-    title = "Copy bandwidth vs working set (dashed: reported cache sizes)"
-    return _finish(fig, ax, "working set (source + destination)", "copy bandwidth, GB/s", title)
 
 
 def plot_roofline(
@@ -149,11 +119,3 @@ def plot_systolic_snapshots(snapshots: Sequence[Snapshot], *, ncols: int = 4) ->
     fig.suptitle("x enters from the left (skewed), partial sums flow down", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def plot_bars(values: Mapping[str, float], *, ylabel: str, title: str) -> Figure:
-    """A labelled bar chart (e.g. GFLOP/s per dtype), values written above the bars."""
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    bars = ax.bar(list(values), list(values.values()), color="tab:blue")
-    ax.bar_label(bars, [f"{v:,.0f}" for v in values.values()], fontsize=8)
-    return _finish(fig, ax, "", ylabel, title)
