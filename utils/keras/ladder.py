@@ -186,7 +186,8 @@ def plot_ladder(names, measured, spread, bands, marks, *, machine: str = "this C
     ax.bar(xs + 0.2, highs - lows, 0.35, bottom=lows, alpha=0.5, label="v5e, one chip: predicted")
     m = np.asarray(measured)
     lo, hi = np.array(spread).T
-    ax.errorbar(xs - 0.2, m, yerr=[m - lo, hi - m], fmt="o", color="black", capsize=3,
+    yerr = np.clip([m - lo, hi - m], 0, None)
+    ax.errorbar(xs - 0.2, m, yerr=yerr, fmt="o", color="black", capsize=3,
                 label=f"{machine}: measured (median, IQR)")
     for x, y, mark in zip(xs, m, marks, strict=True):
         ax.annotate(mark, (x - 0.2, y), xytext=(0, 8), textcoords="offset points", ha="center",
