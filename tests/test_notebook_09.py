@@ -48,7 +48,7 @@ def test_each_lever_is_asserted() -> None:
         "assert new_compiles[static_spec.name] == 0",  # static shapes: 0 compiles after warm-up
         "assert knee in batches",  # the sweep's knee
         "(knee / BATCH) ** 0.5",  # Adam's square-root rule
-        "assert calls == 1 and launches == steps",  # Keras: K programs per call
+        "assert calls == 1 and launches == STEPS",  # Keras: K programs per call
         'log.count("program") == 1',  # the scan: one program per K steps
         "4 * specs[5].bytes_per_step",  # uint8: 4x fewer bytes
         'result.rate("Grain alone")',  # the input's delivered rate
