@@ -50,7 +50,7 @@ def test_each_lever_is_asserted() -> None:
         "(knee / BATCH) ** 0.5",  # Adam's square-root rule
         "assert calls == 1 and launches == STEPS",  # Keras: K programs per call
         'log.count("program") == 1',  # the scan: one program per K steps
-        "4 * specs[5].bytes_per_step",  # uint8: 4x fewer bytes
+        'sent["float32"] == 4 * sent["uint8"]',  # uint8: 4x fewer bytes
         'result.rate("Grain alone")',  # the input's delivered rate
         "<= 1",  # no MFU above 100 %
     ):
