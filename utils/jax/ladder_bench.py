@@ -1,10 +1,12 @@
-"""``make bench``: the training-speed ladder on Keras 3 + JAX (the free TPUs' stack), with verdicts.
+"""The JAX half of notebook 09's ladder (rungs 5-7) and ``make bench``.
 
-``KERAS_BACKEND=jax python -m utils.jax.ladder_bench [--images N] [--rounds R]`` climbs the rungs of
-:mod:`utils.keras.ladder` on the offline stand-in data, measured with :func:`utils.compare.compare`
-(interleaved rounds, the peak at each rung's dtype measured every round: the jitted matmul of
-:mod:`utils.jax.peak` on a CPU, the published peak on a TPU), and prints the table and a verdict
-per step. Importing this module imports JAX and Keras: run it in its own process.
+- :func:`scanned_trainer`: K training steps of a Keras model in one jitted ``jax.lax.scan``,
+  from the model's ``stateless_call`` and the optimizer's ``stateless_apply`` (Keras 3's JAX
+  training-loop recipe); notebook 09 shows it.
+- :func:`scan_rung`: a rung that trains with it (float32 or uint8 batches, numpy or Grain).
+- :func:`keras_launches`: how many compiled programs Keras' ``fit`` launches per call.
+- ``python -m utils.jax.ladder_bench [--images N] [--rounds R]``: the ladder with a verdict,
+  interval and coverage per rung. Importing this module imports JAX and Keras.
 """
 
 from __future__ import annotations
@@ -12,35 +14,152 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from functools import partial
+from unittest import mock
+
+import jax
+import keras
+import numpy as np
 
 from utils import compare, data, mfu, runtime
 from utils.jax import peak as jax_peak
+from utils.keras import ladder
+
+
+def scanned_trainer(model, optimizer, loss_fn, normalise=False):
+    """``(state, program)``: ``program(state, xs, ys)`` runs ``len(xs)`` steps in one call."""
+    optimizer.build(model.trainable_variables)
+
+    def loss_and_state(trainable, non_trainable, x, y):
+        y_pred, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        return loss_fn(y, y_pred), non_trainable
+
+    grad_fn = jax.value_and_grad(loss_and_state, has_aux=True)
+
+    def step(state, batch):
+        trainable, non_trainable, opt_vars = state
+        x, y = batch
+        if normalise:  # uint8 arrived: scale on the device
+            x = x.astype("float32") / 255.0
+        (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, y)
+        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+        return (trainable, non_trainable, opt_vars), loss
+
+    @jax.jit
+    def program(state, xs, ys):  # K steps, one device program
+        # unroll: K copies of the step, no loop (XLA:CPU runs a looped conv body ~8x slower)
+        return jax.lax.scan(step, state, (xs, ys), unroll=True)
+
+    variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
+    state = tuple([v.value for v in group] for group in variables)
+    return state, program
+
+
+class ArraySource:
+    """Grain's random-access source over arrays (module level: worker processes import it)."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.x[i], self.y[i]
+
+
+def grain_chunks(x, y, batch: int, steps: int, *, workers: int = 1, seed: int = 0):
+    """An endless iterator of ``(steps, batch, ...)`` chunks from Grain, prefetched by
+    ``workers`` processes (``mp_prefetch``)."""
+    import grain
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():  # Grain reads absl flags; a notebook never parses them
+        flags.FLAGS.mark_as_parsed()
+    ds = grain.MapDataset.source(ArraySource(x, y)).shuffle(seed=seed).repeat()
+    ds = ds.batch(batch, drop_remainder=True).batch(steps, drop_remainder=True).to_iter_dataset()
+    return iter(ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers)))
+
+
+def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False) -> ladder.Rung:
+    """A rung trained by :func:`scanned_trainer`: ``spec.steps`` batches per program; ``x`` is
+    float32 in [0, 1] or uint8 (``spec.input_dtype``); ``spec.feed`` "grain" reads via Grain."""
+    model = ladder.build_model(spec, seed=seed, tiny=tiny)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    holder = {}
+    holder["state"], program = scanned_trainer(model, model.optimizer, loss,
+                                               normalise=spec.input_dtype == "uint8")
+    chunk = spec.batch * spec.steps
+    n = len(x) // chunk * chunk
+    shape = (n // chunk, spec.steps, spec.batch, *x.shape[1:])
+    xs, ys = x[:n].reshape(shape), y[:n].reshape(shape[:3])
+    grain_feed = spec.feed == "grain"
+    feed = grain_chunks(x[:n], y[:n], spec.batch, spec.steps, seed=seed) if grain_feed else None
+    if spec.feed == "device":  # sent once, before training
+        xs, ys = jax.device_put(xs), jax.device_put(ys)
+
+    def run() -> None:
+        for i in range(len(xs)):
+            cx, cy = next(feed) if feed else (xs[i], ys[i])
+            holder["state"], _ = program(holder["state"], cx, cy)
+        jax.block_until_ready(holder["state"])
+        for v, value in zip(model.trainable_variables, holder["state"][0], strict=True):
+            v.assign(value)  # so that evaluate() sees the trained weights
+
+    return ladder.Rung(spec, model, run, n, tiny)
+
+
+def build_rung(spec, x_float, x_uint8, y, *, seed: int = 0, tiny: bool = False) -> ladder.Rung:
+    """A rung for ``spec``: ``fit`` for one step per program, the scanned loop otherwise
+    (``tiny``: a model with almost no work, so its time is the host's part)."""
+    if spec.steps == 1:
+        return ladder.fit_rung(spec, x_float, y, seed=seed, tiny=tiny)
+    x = x_uint8 if spec.input_dtype == "uint8" else x_float
+    return scan_rung(spec, x, y, seed=seed, tiny=tiny)
+
+
+def keras_launches(model, x, y, batch: int, steps_per_execution: int) -> tuple[int, int]:
+    """(calls of Keras' train function, launches of its compiled step) in one ``fit`` pass with
+    ``steps_per_execution``: Keras' JAX trainer is handed a ``jit`` that counts calls."""
+    from keras.src.backend.jax import trainer
+
+    launches = []
+
+    def counting_jit(fn, **kw):
+        compiled = jax.jit(fn, **kw)
+        return lambda *a: (launches.append(1), compiled(*a))[1]
+
+    model.compile(optimizer=model.optimizer, loss=model.loss,
+                  steps_per_execution=steps_per_execution)
+    with mock.patch.object(trainer, "jit", counting_jit):
+        model.make_train_function(force=True)
+    calls, inner = [], model.train_function
+    model.train_function = lambda *a: (calls.append(1), inner(*a))[1]
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+    return len(calls), len(launches)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The training-speed ladder on Keras + JAX")
     parser.add_argument("--images", type=int, default=1_100)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args(argv)
     if os.environ.get("KERAS_BACKEND") != "jax":
         parser.error("run with KERAS_BACKEND=jax (Keras reads it once, at its first import)")
-    import jax
-
-    from utils.keras import ladder
-
     rt = runtime.detect()
     tpu = rt.tpu.generation if rt.accelerator == "tpu" and rt.tpu else None
-    measure = partial(jax_peak.matmul_peak, 1024)  # measure(dtype): a jitted 1024x1024 matmul
-    peaks = mfu.choose_peaks(measure, tpu_generation=tpu, chips=jax.device_count())
-    cifar = data.load_cifar10(source="standin", subset=args.images, normalize=True)
-    rungs = ladder.build_rungs(
-        ladder.ladder_specs(128), cifar.x_train, cifar.y_train.astype("int32")
-    )
+    peaks = mfu.choose_peaks(lambda d: jax_peak.matmul_peak(1024, d), tpu_generation=tpu)
+    cifar = data.load_cifar10(source="standin", subset=args.images)
+    x8, y = cifar.x_train, cifar.y_train.astype("int32")
+    specs = ladder.ladder_specs(128, knee=256)  # no sweep here: rung 3 doubles the batch
+    rungs = [build_rung(s, x8.astype("float32") / 255, x8, y) for s in specs]
     print(f"JAX ladder on {jax.devices()[0].platform}: {len(rungs)} rungs, {args.rounds} rounds")
-    variants = [r.variant() for r in rungs]
-    result = compare.compare(variants, rounds=args.rounds, warmup=1, peaks=peaks)
-    print(ladder.report(result, rungs, cifar.x_test, cifar.y_test.astype("int32")))
+    result = compare.compare([r.variant() for r in rungs], rounds=args.rounds, peaks=peaks)
+    names = [r.spec.name for r in rungs]
+    x_test, y_test = cifar.x_test / 255, cifar.y_test.astype("int32")
+    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
+    print(ladder.table(result, names, accuracy))
+    for a, b in ladder.step_pairs(names):
+        print(result.verdict(a, b).sentence())
     return 0
 
 

@@ -1,30 +1,21 @@
-"""The training-speed ladder: the seed's CNN trained six ways, each rung changing one lever.
+"""The training-speed ladder: the seed's CNN trained seven ways, each rung changing one lever.
 
-Backend-agnostic Keras 3 (notebook 09 runs it on JAX, the free TPUs' stack; ``make bench`` too).
-The rungs, each from the one before it:
+Backend-agnostic Keras 3 (the scanned loop and the Grain feed of rungs 5-7 are JAX: they live in
+:mod:`utils.jax.ladder_bench`). The rungs, each from the one before it:
 
-1. **seed**: ``fit`` on numpy arrays with the seed's defaults (batch 128, Adam 1e-3); the last
-   partial batch has its own shape.
-2. **static shapes**: the arrays cut to whole batches (the arrays' ``drop_remainder=True``): one
-   shape, one compiled program. Every later rung trains exactly these images.
-3. **larger batch**: ``batch_scale`` x the batch with the learning rate scaled by the same factor
-   (the linear scaling rule, Goyal et al. 2017, arXiv:1706.02677), so the accuracy column says
-   whether the rule held.
-4. **bfloat16**: the ``mixed_bfloat16`` policy (bf16 math, float32 weights).
-5. **steps_per_execution**: ``N`` steps per call from Keras' loop (under JAX in Keras 3.15 a
-   Python loop over a one-step jitted function: it saves per-step callback and logging work).
-6. **MXU-shaped width**: every layer ``mxu_width`` wide (128: a v5e MXU's edge), so its matmuls
-   fill the matrix unit.
-
-:func:`build_rungs` returns the rungs; :func:`utils.compare.compare` measures their
-:meth:`Rung.variant` (interleaved rounds, warm-up excluded, the peak at each rung's dtype measured
-in every round). Every rung trains for the same number of calls, so from rung 2 on
-every model has seen the same images when :meth:`Rung.accuracy` is read.
+1. **seed**: ``fit`` on float32 numpy arrays, batch 128, Adam 1e-3; a ragged last batch.
+2. **static shapes**: whole batches only (``drop_remainder``): one shape, one program.
+3. **batch at the knee**: the per-chip batch where doubling stops paying, Adam's learning rate
+   scaled by the square root of the batch ratio (Malladi et al. 2022).
+4. **bfloat16**: the ``mixed_bfloat16`` policy.
+5. **K steps per program**: a ``jax.lax.scan`` over K batches in one jitted call.
+6. **uint8 input**: the batches sent as uint8 and normalised on the device (4x fewer bytes).
+7. **Grain**: the batches from a Grain pipeline with multiprocess prefetch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import keras
@@ -34,8 +25,7 @@ from utils import compare as compare_mod
 from utils import flops as flops_mod
 from utils import mfu as mfu_mod
 
-SEED_WIDTHS = (32, 64, 64, 64)
-"""The seed CNN's conv channels and hidden dense units."""
+LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype", "feed")
 
 
 @dataclass(frozen=True)
@@ -47,200 +37,165 @@ class RungSpec:
     batch: int
     learning_rate: float = 1e-3
     policy: str = "float32"
-    steps_per_execution: int = 1
-    widths: tuple[int, int, int, int] = SEED_WIDTHS
     drop_remainder: bool = False
+    steps: int = 1  # training steps in one device program (1: Keras' fit)
+    input_dtype: str = "float32"
+    feed: str = "numpy"
 
     @property
     def peak_key(self) -> str:
-        """The dtype its math runs in: the peak MFU divides by."""
         return "bfloat16" if "bfloat16" in self.policy else "float32"
 
     @property
     def flops_per_image(self) -> float:
-        """Training FLOPs per image (forward + backward, :func:`utils.mfu.training_flops`)."""
-        c1, c2, c3, dense = self.widths
-        costs = flops_mod.seed_cnn_costs(1, channels=(c1, c2, c3), dense=dense)
-        return float(mfu_mod.training_flops(costs))
+        return float(mfu_mod.training_flops(flops_mod.seed_cnn_costs(1)))
+
+    @property
+    def bytes_per_step(self) -> int:
+        """Image bytes sent to the device per training step (0: the data live there)."""
+        if self.feed == "device":
+            return 0
+        return self.batch * 32 * 32 * 3 * np.dtype(self.input_dtype).itemsize
 
 
-def ladder_specs(
-    batch: int = 128,
-    *,
-    learning_rate: float = 1e-3,
-    batch_scale: int = 4,
-    steps_per_execution: int = 4,
-    mxu_width: int = 128,
-) -> list[RungSpec]:
-    """The six rungs; each is the previous one with one field changed (``lever`` names it)."""
-    n, spe, w = batch_scale, steps_per_execution, mxu_width
-    specs = [RungSpec("1 seed: fit(numpy)", "the seed's way", batch, learning_rate)]
+def sqrt_scaled_lr(learning_rate: float, batch: int, base_batch: int) -> float:
+    """Adam's learning rate for ``batch``: the square-root rule (Malladi et al. 2022)."""
+    return learning_rate * (batch / base_batch) ** 0.5
+
+
+def ladder_specs(batch: int = 128, knee: int = 128, steps: int = 4) -> list[RungSpec]:
+    """The seven rungs; each is the previous one with one lever changed."""
+    specs = [RungSpec("1 seed fit", "the seed's way", batch)]
+    lr = sqrt_scaled_lr(specs[0].learning_rate, knee, batch)
     for name, lever, change in (
-        ("2 static shapes", "drop the partial batch", {"drop_remainder": True}),
-        (
-            f"3 batch x{n}, lr x{n}",
-            f"batch {batch} -> {batch * n}, learning rate scaled with it",
-            {"batch": batch * n, "learning_rate": learning_rate * n},
-        ),
+        ("2 static shapes", "whole batches only", {"drop_remainder": True}),
+        (f"3 batch {knee}", f"batch {batch} -> {knee}, lr x{knee / batch:g}**0.5",
+         {"batch": knee, "learning_rate": lr}),
         ("4 mixed_bfloat16", "policy mixed_bfloat16", {"policy": "mixed_bfloat16"}),
-        (
-            f"5 steps_per_execution {spe}",
-            f"steps_per_execution 1 -> {spe}",
-            {"steps_per_execution": spe},
-        ),
-        (f"6 width {w}", f"every layer {w} wide (the MXU's edge)", {"widths": (w,) * 4}),
+        (f"5 scan {steps} steps", f"{steps} steps per device program", {"steps": steps}),
+        ("6 uint8 input", "uint8 sent, normalised on the device", {"input_dtype": "uint8"}),
+        ("7 Grain feed", "Grain, multiprocess prefetch", {"feed": "grain"}),
     ):
         specs.append(replace(specs[-1], name=name, lever=lever, **change))
     return specs
 
 
-def _compiled(model: keras.Model, spec: RungSpec) -> keras.Model:
-    model.compile(
-        optimizer=keras.optimizers.Adam(spec.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-        steps_per_execution=spec.steps_per_execution,
-    )
-    return model
-
-
-def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0) -> keras.Model:
-    """The seed CNN at ``spec``'s widths and policy, compiled the seed's way plus ``spec``."""
-    keras.utils.set_random_seed(seed)
-    c1, c2, c3, dense = spec.widths
-    kw = {"dtype": spec.policy}
-    layers = keras.layers
-    model = keras.Sequential(
-        [
-            keras.Input(shape=(32, 32, 3)),
-            layers.Conv2D(c1, (3, 3), activation="relu", **kw),
-            layers.MaxPooling2D((2, 2), **kw),
-            layers.Conv2D(c2, (3, 3), activation="relu", **kw),
-            layers.MaxPooling2D((2, 2), **kw),
-            layers.Conv2D(c3, (3, 3), activation="relu", **kw),
-            layers.Flatten(**kw),
-            layers.Dense(dense, activation="relu", **kw),
-            layers.Dense(num_classes, **kw),
-        ],
-        name=f"cnn_{c1}_{c2}_{c3}_{dense}",
-    )
-    return _compiled(model, spec)
-
-
-@dataclass
-class Rung:
-    """One rung, ready to run: its model and the arrays one call trains on (one pass)."""
-
-    spec: RungSpec
-    model: keras.Model
-    x: np.ndarray
-    y: np.ndarray
-    tiny: bool = False
-
-    @property
-    def images(self) -> int:
-        """Images trained per call."""
-        return len(self.x)
-
-    def run(self) -> None:
-        """One pass over the training arrays (one timed unit)."""
-        self.model.fit(self.x, self.y, batch_size=self.spec.batch, epochs=1, verbose=0)
-
-    def variant(self) -> compare_mod.Variant:
-        """The rung for :func:`utils.compare.compare` (a tiny rung has no model math: no MFU)."""
-        flops = self.spec.flops_per_image * self.images
-        flops, peak = (None, None) if self.tiny else (flops, self.spec.peak_key)
-        return compare_mod.Variant(self.spec.name, self.run, self.images, flops, peak)
-
-    def accuracy(self, x_test: np.ndarray, y_test: np.ndarray) -> float:
-        """Test accuracy of the model as trained so far."""
-        logs = self.model.evaluate(x_test, y_test, self.spec.batch, verbose=0, return_dict=True)
-        return float(logs["accuracy"])
-
-
-def build_rungs(
-    specs: Sequence[RungSpec], x: np.ndarray, y: np.ndarray, *, num_classes: int = 10, seed: int = 0
-) -> list[Rung]:
-    """A model per spec. Rungs with ``drop_remainder`` train on the arrays cut to a multiple of
-    the largest batch of those rungs, so all of them see exactly the same images.
-
-    Raises:
-        ValueError: fewer images than the largest batch, or arrays of different lengths.
-    """
-    if len(x) != len(y):
-        raise ValueError(f"x and y have different lengths: {len(x)}, {len(y)}")
-    cut_batch = max((s.batch for s in specs if s.drop_remainder), default=1)
-    keep = len(x) // cut_batch * cut_batch
-    if keep == 0:
-        raise ValueError(f"{len(x)} images make no full batch of {cut_batch}")
-    rungs = []
-    for spec in specs:
-        n = keep if spec.drop_remainder else len(x)
-        rungs.append(Rung(spec, build_model(spec, num_classes, seed=seed), x[:n], y[:n]))
-    return rungs
-
-
-def tiny_rung(spec: RungSpec, x: np.ndarray, y: np.ndarray, *, num_classes: int = 10) -> Rung:
-    """``spec``'s way of training (batch, steps per call) with a model that has almost no work
-    (Flatten -> Dense): its time per step is the host's overhead per step, fed the same way."""
-    keras.utils.set_random_seed(0)
-    layers = [
-        keras.Input(shape=(32, 32, 3)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(num_classes),
-    ]
-    model = _compiled(keras.Sequential(layers, name="tiny"), spec)
-    keep = len(x) // spec.batch * spec.batch if spec.drop_remainder else len(x)
-    name = f"host overhead, steps_per_execution {spec.steps_per_execution}"
-    return Rung(replace(spec, name=name), model, x[:keep], y[:keep], tiny=True)
-
-
-def steps_per_call(rung: Rung) -> int:
-    """Training steps in one call of ``rung.run()`` (the partial batch counts as a step)."""
-    return -(-rung.images // rung.spec.batch)
-
-
 def changed_levers(before: RungSpec, after: RungSpec) -> frozenset[str]:
     """The training fields that differ between two specs (names and lever texts aside)."""
-    fields = ("batch", "learning_rate", "policy", "steps_per_execution", "widths", "drop_remainder")
-    return frozenset(f for f in fields if getattr(before, f) != getattr(after, f))
+    return frozenset(f for f in LEVERS if getattr(before, f) != getattr(after, f))
 
 
 def one_lever(before: RungSpec, after: RungSpec) -> bool:
-    """Whether ``after`` is ``before`` with exactly one lever changed (a batch change may bring
-    its learning rate)."""
+    """Exactly one lever changed (a batch change may bring its learning rate)."""
     changed = changed_levers(before, after)
     return len(changed) == 1 or changed == {"batch", "learning_rate"}
 
 
-def step_pairs(rungs: Sequence[Rung], course: str | None = None) -> list[tuple[str, str]]:
-    """(rung, the rung before it) for every step up the ladder, and (course, seed) if given."""
-    names = [r.spec.name for r in rungs]
-    pairs = list(zip(names[1:], names[:-1], strict=True))
-    if course is not None and course != names[0] and (course, names[0]) not in pairs:
-        pairs.append((course, names[0]))
-    return pairs
+def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0, tiny: bool = False):
+    """The seed CNN at ``spec``'s policy, compiled the seed's way with ``spec``'s learning rate
+    (``tiny``: Flatten -> Dense instead, a model with almost no work)."""
+    keras.utils.set_random_seed(seed)
+    kw, layers = {"dtype": spec.policy}, keras.layers
+    conv = [] if tiny else [
+        layers.Conv2D(32, (3, 3), activation="relu", **kw),
+        layers.MaxPooling2D((2, 2), **kw),
+        layers.Conv2D(64, (3, 3), activation="relu", **kw),
+        layers.MaxPooling2D((2, 2), **kw),
+        layers.Conv2D(64, (3, 3), activation="relu", **kw),
+    ]
+    dense = [] if tiny else [layers.Dense(64, activation="relu", **kw)]
+    model = keras.Sequential(
+        [keras.Input(shape=(32, 32, 3)), *conv, layers.Flatten(**kw), *dense,
+         layers.Dense(num_classes, **kw)],
+        name="tiny" if tiny else "seed_cnn",
+    )
+    model.compile(optimizer=keras.optimizers.Adam(spec.learning_rate),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
 
 
-def table(
-    result: compare_mod.Comparison, rungs: Sequence[Rung], accuracy: Mapping[str, float]
-) -> str:
-    """images/s (median, IQR), MFU at the rung's dtype, test accuracy, images per pass."""
-    lines = [f"{'rung':<28}{'images/s':>10}{'IQR':>19}{'MFU':>7}{'accuracy':>10}{'images':>8}"]
-    for r in rungs:
-        name = r.spec.name
-        lo, hi = result.rate_spread(name)
-        lines.append(
-            f"{name:<28}{result.rate(name):>10,.0f}{lo:>9,.0f}-{hi:<9,.0f}"
-            f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}{r.images:>8}"
-        )
+@dataclass
+class Rung:
+    """One rung, ready to run: ``run()`` trains one pass over ``images`` images."""
+
+    spec: RungSpec
+    model: keras.Model
+    run: Callable[[], object]
+    images: int
+    tiny: bool = False
+
+    def variant(self) -> compare_mod.Variant:
+        """For :func:`utils.compare.compare` (a tiny rung has no model math: no MFU)."""
+        if self.tiny:
+            return compare_mod.Variant(self.spec.name, self.run, self.images)
+        flops = self.spec.flops_per_image * self.images
+        return compare_mod.Variant(self.spec.name, self.run, self.images, flops, self.spec.peak_key)
+
+    def accuracy(self, x_test: np.ndarray, y_test: np.ndarray) -> float:
+        """Test accuracy of the model as trained so far."""
+        logs = self.model.evaluate(x_test, y_test, 256, verbose=0, return_dict=True)
+        return float(logs["accuracy"])
+
+
+def fit_rung(spec: RungSpec, x, y, *, seed: int = 0, tiny: bool = False) -> Rung:
+    """A rung that trains with ``model.fit`` (rungs 1-4); whole batches when ``drop_remainder``."""
+    n = len(x) // spec.batch * spec.batch if spec.drop_remainder else len(x)
+    model = build_model(spec, seed=seed, tiny=tiny)
+
+    def run() -> None:
+        model.fit(x[:n], y[:n], batch_size=spec.batch, epochs=1, verbose=0)
+
+    return Rung(spec, model, run, n, tiny)
+
+
+def knee(result: compare_mod.Comparison, names: Mapping[int, str]) -> int:
+    """The smallest batch whose double is not *faster* (``names``: batch -> variant name)."""
+    batches = sorted(names)
+    for small, big in zip(batches, batches[1:], strict=False):
+        if result.verdict(names[big], names[small]).state != compare_mod.FASTER:
+            return small
+    return batches[-1]
+
+
+def step_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """(rung, the rung before it) for every step up the ladder, then (last, first)."""
+    return [*zip(names[1:], names[:-1], strict=True), (names[-1], names[0])]
+
+
+def table(result: compare_mod.Comparison, names: Sequence[str], accuracy: Mapping[str, float]):
+    """Per rung: images/s, the verdict against the rung before, its interval, MFU, accuracy."""
+    lines = [f"{'rung':<18}{'images/s':>9}  {'vs the rung before':<20}{'interval':>12}"
+             f"{'MFU':>7}{'accuracy':>10}"]
+    for before, name in zip([None, *names], names, strict=False):
+        v = result.verdict(name, before) if before else None
+        state, interval = (v.state, f"{v.low:.2f}-{v.high:.2f}x") if v else ("-", "")
+        lines.append(f"{name:<18}{result.rate(name):>9,.0f}  {state:<20}{interval:>12}"
+                     f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}")
     return "\n".join(lines)
 
 
-def report(
-    result: compare_mod.Comparison, rungs: Sequence[Rung], x_test: np.ndarray, y_test: np.ndarray
-) -> str:
-    """The ladder's table (with each rung's test accuracy) and one verdict per step, as text."""
-    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
-    verdicts = [result.verdict(a, b).sentence() for a, b in step_pairs(rungs)]
-    return "\n".join([table(result, rungs, accuracy), *verdicts])
+def plot_ladder(names, measured, spread, bands, marks, *, machine: str = "this CPU"):
+    """Per rung: the rate measured here (median, IQR whiskers) beside a predicted band
+    (``bands``: (low, high) per rung), log scale; ``marks``: the verdict per rung, written above."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    xs = np.arange(len(names))
+    lows, highs = np.array(bands).T
+    ax.bar(xs + 0.2, highs - lows, 0.35, bottom=lows, alpha=0.5, label="v5e, one chip: predicted")
+    m = np.asarray(measured)
+    lo, hi = np.array(spread).T
+    yerr = np.clip([m - lo, hi - m], 0, None)
+    ax.errorbar(xs - 0.2, m, yerr=yerr, fmt="o", color="black", capsize=3,
+                label=f"{machine}: measured (median, IQR)")
+    for x, y, mark in zip(xs, m, marks, strict=True):
+        ax.annotate(mark, (x - 0.2, y), xytext=(0, 8), textcoords="offset points", ha="center",
+                    fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("training images/s (log)")
+    ax.set_xticks(xs, names, rotation=15, ha="right", fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("The ladder: measured here, predicted for one v5e chip")
+    fig.tight_layout()
+    return fig
