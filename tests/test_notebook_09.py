@@ -95,11 +95,12 @@ def test_the_exercise_is_stored_unsolved() -> None:
     check = next(c for c in block if text(c).startswith("# @title Exercise check"))
     assert "assert " not in text(check) and "raise" not in text(check), "must not stop the notebook"
     assert IGNORE not in _tags(check), "nbval compares the unsolved message"
-    assert stdout(check).startswith("Still missing"), stdout(check)
+    assert stdout(check).startswith("Exercise: not done yet"), stdout(check)
     attempt = [c for c in block if c["cell_type"] == "code" and not hidden(c)]
-    assert attempt and "my_spec = None" in text(attempt[0])
+    assert "sc.speed_check(planted_model(" in text(attempt[0]), "speed_check on a model not the CNN"
+    assert 'MY_BATCH, MY_POLICY = 50, "float32"' in text(attempt[1])
     for c in cs:
-        assert "one lever, 0 bytes per step" not in stdout(c), "a stored solved exercise"
+        assert "Exercise: passed" not in stdout(c), "a stored solved exercise"
 
 
 def _words(s: str) -> int:
