@@ -7,7 +7,6 @@ subpackage only (``utils.tf``, ``utils.torch`` or ``utils.jax``), and the framew
 - ``tpu_connect``: connect to a TPU (``TPUClusterResolver``) with errors that say what to do.
 - ``strategies``: pick a ``tf.distribute`` strategy, compile arguments for it.
 - ``pipelines``: ``tf.data`` input pipelines over in-memory arrays.
-- ``tfrecords``: sharded TFRecord files, written atomically, read back fast.
 - ``training``: epoch timing, the replicated custom training loop, per-replica views.
-- ``input_bench``: the ``tf.data`` performance lab's workload, ladder and measurements.
+- ``input_bench``: notebook 07's records in ``tf.data`` (decode, the Grain pipeline's augmentation).
 """
