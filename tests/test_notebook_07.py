@@ -75,7 +75,7 @@ def test_part_1_neither_installs_nor_imports_tensorflow() -> None:
 def test_part_2_starts_with_its_own_tensorflow_prepare() -> None:
     cs = cells(NB07)
     first = next(c for c in cs[heading(cs, PART2) :] if c["cell_type"] == "code")
-    assert text(first).startswith('tf_rt = bootstrap.prepare(needs=["tensorflow"])')
+    assert text(first).startswith('bootstrap.prepare(needs=["tensorflow"])')
 
 
 def test_grain_reads_array_record_with_worker_processes_and_meets_tf_data_by_verdicts() -> None:
