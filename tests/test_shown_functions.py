@@ -18,7 +18,6 @@ from utils import ROOT
 SHOWN = [
     ("05_custom_training_loop.ipynb", "make_train_loop", "utils/tf/training.py"),
     ("06_pytorch_xla.ipynb", "train_step", "utils/torch/xla.py"),
-    ("07_tf_data_performance.ipynb", "build_pipeline", "utils/tf/input_bench.py"),
 ]
 
 

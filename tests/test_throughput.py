@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from utils import throughput
-from utils.throughput import Result
 
 
 class FakeClock:
@@ -23,20 +22,6 @@ def batches(clock: FakeClock, costs: list[float], size: int = 10):
     for cost in costs:
         clock.now += cost
         yield {"label": list(range(size))}
-
-
-def test_epochs_are_found_by_counting_examples_and_steady_is_their_median():
-    clock = FakeClock()
-    # 4 epochs of 2 batches of 10; epoch 1 fills caches, epoch 4 meets another job
-    source = batches(clock, [4.0, 4.0, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0])
-    r = throughput.measure(source, epoch_size=20, name="p", clock=clock)
-    assert r.epoch_seconds == (8.0, 2.0, 4.0, 10.0)
-    assert r.first_epoch_s == 8.0
-    assert r.steady_epoch_s == pytest.approx(4.0)  # median of epochs 2-4 (the mean: 5.3)
-    assert r.elements == 80 and r.elements_per_s == pytest.approx(80 / 24)
-    assert r.steady_elements_per_s == pytest.approx(20 / 4.0)
-    with pytest.raises(ValueError, match="whole epochs"):
-        throughput.measure(batches(clock, [1.0] * 3), epoch_size=20, name="p", clock=clock)
 
 
 def test_count_reads_the_labels_of_a_dict_or_a_tuple():
@@ -74,10 +59,3 @@ def test_input_wait_leaves_out_the_warm_up_steps():
     assert got["wait_ms"] == pytest.approx(1e3 * 5 / 3)
     assert got["step_ms"] == pytest.approx(1e3 * 8 / 3)
     assert got["wait_pct"] == pytest.approx(100 * 5 / 8)
-
-
-def test_format_table_has_one_row_per_result_and_the_baseline_ratio():
-    rows = [Result("naive", 100, (5.0, 5.0), "n"), Result("fast", 100, (1.5, 0.5), "f")]
-    lines = throughput.format_table(rows, baseline="naive").splitlines()
-    assert len(lines) == 3 and "x naive" in lines[0]
-    assert lines[2].split()[0] == "fast" and " 5.0 " in lines[2]

@@ -15,7 +15,7 @@ and imports each core module in a fresh interpreter):
   files).
 - measuring: ``compare`` (interleaved rounds -> a verdict with an interval: every speed claim),
   ``bench``, ``throughput``, ``flops``, ``mfu``, ``roofline``, ``systolic``,
-  ``timeline``, ``trace_summary``; drawing: ``hardware_plots``, ``training_plots``.
+  ``trace_summary``; drawing: ``hardware_plots``, ``training_plots``.
 - processes: ``fresh_process`` (the one child-process runner), ``launcher`` (a multi-host job
   rehearsed on 127.0.0.1), ``script_cells`` (``%%save_script``: a visible cell saved as a script
   for a fresh process).

@@ -7,9 +7,7 @@ subpackage only (``utils.tf``, ``utils.torch`` or ``utils.jax``), and the framew
 - ``tpu_connect``: connect this process to the local TPU (``TPUClusterResolver(tpu="local")``).
 - ``strategies``: pick a ``tf.distribute`` strategy, compile arguments for it.
 - ``pipelines``: ``tf.data`` input pipelines over in-memory arrays.
-- ``tfrecords``: sharded TFRecord files, written atomically, read back fast.
 - ``training``: epoch timing, the replicated custom training loop, per-replica views.
-- ``input_bench``: the ``tf.data`` lab's workload and pipeline configurations (measured with
-  ``utils.throughput``).
+- ``input_bench``: notebook 07's records in ``tf.data`` (decode, the Grain pipeline's augmentation).
 - ``peak``: the matmul that MFU divides by under TensorFlow.
 """
