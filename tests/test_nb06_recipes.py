@@ -1,12 +1,7 @@
-"""Notebook 06's printed recovery recipe works as printed: its cells define every name they use.
-
-On a TPU, section 7 and appendices A and B of notebook 06 start a second process on the chips,
-which the kernel holds after section 2; they then print the recipe: restart, run the set-up cell,
-the parameters cell and the two after it (check, sizes), the first code cell of section 7 (it
-loads what all three need), then the section or appendix. This test runs that recipe statically:
-every name a cell reads must be bound by a cell before it (or by itself), or be a builtin.
-Framework-free: reads the notebook as JSON and parses its code with ``ast``.
-"""
+"""Notebook 06's structure: on a TPU no second process fights the kernel for the chips, the loop to
+copy is the compiled step the speed section measures, every cell reads only names bound above it,
+and the exercise is stored unsolved. Framework-free: the notebook is read as JSON, its code with
+``ast``."""
 
 from __future__ import annotations
 
@@ -15,22 +10,23 @@ import builtins
 import json
 from pathlib import Path
 
-import pytest
+from tests.nbcells import hidden, stdout, text
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_pytorch_xla.ipynb"
-SECTIONS = (
-    "## 7. Several devices",
-    "## Appendix A · Multi-process",
-    "## Appendix B · The persistent compilation cache",
-)
 ALWAYS = set(dir(builtins)) | {"get_ipython", "display", "__name__"}
 
 
+def _cells() -> list[dict]:
+    return json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+
+
 def _code(cell: dict) -> str:
-    text = "".join(cell["source"])
-    if text.startswith("%%"):  # a cell magic: the body is a script written to disk, not run here
+    source = text(cell)
+    if source.startswith("%%"):  # a cell magic: the body is a script written to disk, not run here
         return ""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+    return "\n".join(
+        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
+    )
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -49,176 +45,128 @@ def _bound(tree: ast.AST) -> set[str]:
     return out
 
 
-def _read(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _section(cells: list[dict], heading: str) -> list[dict]:
-    """The code cells from the markdown cell holding ``heading`` to the next ``## `` heading."""
-
-    def has(cell: dict, text: str) -> bool:
-        return cell["cell_type"] == "markdown" and f"\n{text}" in "\n" + "".join(cell["source"])
-
-    start = next(i for i, c in enumerate(cells) if has(c, heading))
-    end = next((i for i, c in enumerate(cells) if i > start and has(c, "## ")), len(cells))
-    return [c for c in cells[start + 1 : end] if c["cell_type"] == "code"]
-
-
-def recipe_cells(cells: list[dict], heading: str) -> list[dict]:
-    """Set-up, parameters, its check, the sizes, section 7's first code cell, then the section."""
-    code = [c for c in cells if c["cell_type"] == "code"]
-    params = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
-    first_of_7 = _section(cells, SECTIONS[0])[0]
-    section = [c for c in _section(cells, heading) if c is not first_of_7]
-    return [code[0], *code[params : params + 3], first_of_7, *section]
-
-
 def missing_names(cells: list[dict]) -> list[str]:
     known = set(ALWAYS)
     problems = []
     for n, cell in enumerate(cells):
         tree = ast.parse(_code(cell))
         here = _bound(tree)
-        missing = _read(tree) - known - here
-        if missing:
-            problems.append(f"cell {n} of the recipe reads {sorted(missing)}")
+        read = {
+            x.id for x in ast.walk(tree) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load)
+        }
+        if read - known - here:
+            problems.append(f"cell {n} reads {sorted(read - known - here)}")
         known |= here
     return problems
 
 
-@pytest.mark.parametrize("heading", SECTIONS)
-def test_each_fresh_process_section_runs_after_setup_and_parameters(heading: str) -> None:
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    assert missing_names(recipe_cells(cells, heading)) == []
+def _code_cells() -> list[dict]:
+    return [c for c in _cells() if c["cell_type"] == "code"]
 
 
-def test_the_check_finds_a_name_defined_only_elsewhere() -> None:
-    """The check can fail: a section cell reading a name from an earlier section is caught."""
+def test_every_cell_reads_only_names_bound_above_it() -> None:
+    assert missing_names(_code_cells()) == []
+
+
+def test_the_check_finds_a_name_defined_only_below() -> None:
     cell = {"cell_type": "code", "metadata": {}, "source": ["x = cifar.x_train\n"]}
-    assert missing_names([cell]) == ["cell 0 of the recipe reads ['cifar']"]
+    assert missing_names([cell]) == ["cell 0 reads ['cifar']"]
 
 
-EARLY = "early_runs = {}  # what those processes reported"
+def _opens(code: list[dict]) -> int:
+    return next(i for i, c in enumerate(code) if "torch_xla.device()" in _code(c))
 
 
-def _early_keys(tree: ast.AST, ctx: type) -> set[str]:
-    return {
-        n.slice.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Subscript)
-        and isinstance(n.ctx, ctx)
-        and isinstance(n.value, ast.Name)
-        and n.value.id == "early_runs"
-        and isinstance(n.slice, ast.Constant)
-    }
-
-
-def test_on_a_tpu_the_fresh_process_sections_run_before_the_kernel_opens_the_device() -> None:
-    """The cell that runs the processes of section 7 and appendices A and B first on a TPU comes
-    before anything opens the device, has every name it needs from the cells above it, and sets
-    every result those sections read."""
-    code = [
-        c
-        for c in json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-        if c["cell_type"] == "code"
-    ]
-    early = next(i for i, c in enumerate(code) if EARLY in "".join(c["source"]))
-    opens = next(
-        i
-        for i, c in enumerate(code)
-        if "torch_xla.device()" in _code(c) or "xla.device()" in _code(c)
-    )
-    assert early < opens, "the early cell must run before this kernel opens its XLA device"
-    assert missing_names(code[: early + 1]) == []
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    read = set().union(
-        *(_early_keys(ast.parse(_code(c)), ast.Load) for h in SECTIONS for c in _section(cells, h))
-    )
-    assert read and read <= _early_keys(ast.parse(_code(code[early])), ast.Store), read
-
-
-def _main_line_code(cells: list[dict]) -> list[dict]:
-    recap = next(
-        i
-        for i, c in enumerate(cells)
-        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Recap")
-    )
-    return [c for c in cells[:recap] if c["cell_type"] == "code"]
-
-
-def test_the_main_line_runs_without_the_appendices() -> None:
-    """Every name a main-line cell reads is bound by a main-line cell before it: the multi-process
-    recipe, the cache and the profiler live in appendices after the recap, and nothing before the
-    recap may need them."""
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    assert missing_names(_main_line_code(cells)) == []
-
-
-def test_a_main_line_cell_reading_an_appendix_name_is_caught() -> None:
-    """The check can fail: the results cell reading the cache appendix's ``cache_runs``."""
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    main = _main_line_code(cells)
-    planted = {"cell_type": "code", "metadata": {}, "source": ["n = len(cache_runs)\n"]}
-    assert missing_names([*main, planted]) == [
-        f"cell {len(main)} of the recipe reads ['cache_runs']"
-    ]
-
-
-def _exercise_cells(cells: list[dict]) -> list[dict]:
-    """The code cells between the exercise heading and the next ``## `` heading."""
-    return _section(cells, "## Exercise")
-
-
-def exercise_problems(code: list[dict]) -> list[str]:
-    """What is wrong with the exercise's structure: a visible cell leaving ``prepare = None``, a
-    collapsed solution that applies only ``if prepare is None:``, a collapsed check that asserts."""
+def tpu_problems(code: list[dict]) -> list[str]:
+    """Fresh processes that would need the chips after this kernel opened them."""
     problems = []
-    texts = ["".join(c["source"]) for c in code]
-    visible = [t for t in texts if not t.startswith("# @title")]
-    if not any(
-        isinstance(node, ast.Assign)
-        and [getattr(t, "id", None) for t in node.targets] == ["prepare"]
-        and isinstance(node.value, ast.Constant)
-        and node.value.value is None
-        for t in visible
-        for node in ast.parse(t).body
-    ):
-        problems.append("no visible cell leaves the placeholder `prepare = None`")
-    solutions = [t for t in texts if t.startswith("# @title Solution")]
-    body = ast.parse(solutions[0]).body if solutions else []
-    if not (
-        len(body) == 1
-        and isinstance(body[0], ast.If)
-        and ast.unparse(body[0].test) == "prepare is None"
-        and not body[0].orelse
-    ):
-        problems.append("the solution does not apply only `if prepare is None:`")
-    checks = [t for t in texts if t.startswith("# @title Check")]
-    if not checks or not any(isinstance(n, ast.Assert) for n in ast.walk(ast.parse(checks[0]))):
-        problems.append("the check does not assert")
-    elif "NBVAL_IGNORE_OUTPUT" in checks[0]:
-        problems.append("the check's output is ignored by nbval")
+    for n, cell in enumerate(code[_opens(code) :]):
+        source = _code(cell)
+        if "run_script(" in source and '"PJRT_DEVICE": "CPU"' not in source:
+            problems.append(f"cell {n} after the device opens starts a TPU process")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.If) and "run_spmd(" in ast.unparse(node):
+                if ast.unparse(node.test) != "spmd is None":
+                    problems.append(f"cell {n} runs SPMD unless {ast.unparse(node.test)}")
+        calls = source.count("run_spmd(")
+        guarded = sum(
+            ast.unparse(x).count("run_spmd(")
+            for x in ast.walk(ast.parse(source))
+            if isinstance(x, ast.If) and ast.unparse(x.test) == "spmd is None"
+        )
+        if calls > guarded:
+            problems.append(f"cell {n} runs SPMD without `if spmd is None`")
     return problems
 
 
-def test_exercise_has_a_placeholder_a_conditional_solution_and_an_asserting_check() -> None:
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    code = _exercise_cells(cells)
+def test_on_a_tpu_no_process_needs_the_chips_after_the_kernel_opens_them() -> None:
+    """SPMD runs before the device opens (on a TPU), later only `if spmd is None`; the debug
+    script runs on the CPU backend; there are no appendix processes and no switch for them."""
+    code = _code_cells()
+    early = next(i for i, c in enumerate(code) if "spmd = run_spmd(" in _code(c))
+    assert early < _opens(code)
+    assert "if on_tpu else None" in _code(code[early])
+    assert tpu_problems(code) == []
+    assert "RUN_APPENDICES" not in NOTEBOOK.read_text(encoding="utf-8")
+
+
+def test_an_unguarded_spmd_run_is_caught() -> None:
+    code = _code_cells()
+    planted = {"cell_type": "code", "metadata": {}, "source": ["spmd = run_spmd(path)\n"]}
+    assert tpu_problems([*code, planted]) == [
+        f"cell {len(code) - _opens(code)} runs SPMD without `if spmd is None`"
+    ]
+
+
+def test_the_loop_to_copy_is_the_compiled_step_the_speed_section_measures() -> None:
+    code = _code_cells()
+    loop = next(c for c in code if "def train_step(" in _code(c))
+    assert not hidden(loop)
+    source = _code(loop)
+    assert "torch_xla.compile(train_step, full_graph=True)" in source
+    assert "MpDeviceLoader" in source and "step(model, x, y, optimizer, bf16)" in source
+    bench = next(c for c in code if "compare(" in _code(c))
+    assert "step(m, x, y, opt, use_bf16)" in _code(bench)
+    params = next(c for c in code if "parameters" in c["metadata"].get("tags", []))
+    assert "BF16 = None" in text(params) and "SHOW_SOLUTIONS = False" in text(params)
+
+
+def _exercise_cells(cells: list[dict]) -> list[dict]:
+    start = next(i for i, c in enumerate(cells) if "## Exercise" in text(c))
+    end = next(i for i, c in enumerate(cells) if i > start and text(c).startswith("## "))
+    return [c for c in cells[start:end] if c["cell_type"] == "code"]
+
+
+def exercise_problems(code: list[dict]) -> list[str]:
+    """A visible `prepare = None`, a collapsed solution applied only `if SHOW_SOLUTIONS:`, a
+    collapsed check that asserts only with SHOW_SOLUTIONS."""
+    problems = []
+    visible = [text(c) for c in code if not hidden(c)]
+    if not any("prepare = None" in t for t in visible):
+        problems.append("no visible placeholder `prepare = None`")
+    solution = [c for c in code if text(c).startswith("# @title Solution")]
+    body = ast.parse(text(solution[0])).body if solution else []
+    if not (solution and hidden(solution[0]) and len(body) == 1 and isinstance(body[0], ast.If)
+            and ast.unparse(body[0].test) == "SHOW_SOLUTIONS" and not body[0].orelse):  # fmt: skip
+        problems.append("the solution does not apply only `if SHOW_SOLUTIONS:`")
+    check = [c for c in code if text(c).startswith("# @title Check")]
+    if not check or "assert not (SHOW_SOLUTIONS and problems)" not in text(check[0]):
+        problems.append("the check does not assert only with SHOW_SOLUTIONS")
+    return problems
+
+
+def test_the_exercise_is_stored_unsolved() -> None:
+    code = _exercise_cells(_cells())
     assert exercise_problems(code) == []
-    check = next(c for c in code if "".join(c["source"]).startswith("# @title Check"))
-    printed = "".join(
-        "".join(o.get("text", "")) for o in check["outputs"] if o.get("name") == "stdout"
-    )
-    assert printed.splitlines()[-1].startswith("Done:"), printed
+    check = next(c for c in code if text(c).startswith("# @title Check"))
+    assert stdout(check).startswith("Exercise: not done yet:"), stdout(check)
+    assert "passed" not in "".join(stdout(c) for c in code)
 
 
 def test_a_solution_made_unconditional_is_caught() -> None:
-    """Planted bug: the solution redefines ``prepare`` whatever the learner wrote."""
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    code = [dict(c) for c in _exercise_cells(cells)]
-    i = next(n for n, c in enumerate(code) if "".join(c["source"]).startswith("# @title Solution"))
-    text = "".join(code[i]["source"])
-    title, rest = text.split("\n", 1)
+    code = [dict(c) for c in _exercise_cells(_cells())]
+    i = next(n for n, c in enumerate(code) if text(c).startswith("# @title Solution"))
+    title, rest = text(code[i]).split("\n", 1)
     body = "\n".join(line.removeprefix("    ") for line in rest.splitlines()[1:])
     code[i] = {**code[i], "source": [title + "\n" + body + "\n"]}
-    assert exercise_problems(code) == ["the solution does not apply only `if prepare is None:`"]
+    assert exercise_problems(code) == ["the solution does not apply only `if SHOW_SOLUTIONS:`"]

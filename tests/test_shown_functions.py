@@ -43,8 +43,6 @@ def test_the_notebook_shows_the_code_utils_runs(notebook: str, name: str, module
 # the kernel opens the chips)
 SCRIPTS = [
     ("06_pytorch_xla.ipynb", "spmd_train.py", "utils/torch/spmd_train.py"),
-    ("06_pytorch_xla.ipynb", "cached_step.py", "utils/torch/cached_step.py"),
-    ("06_pytorch_xla.ipynb", "multi_process.py", "utils/torch/multi_process.py"),
 ]
 
 

@@ -6,8 +6,7 @@ too); keep them out of TensorFlow and JAX processes: the first framework owns th
   run before torch_xla is imported; counters, loaders, the train loop, a steps runner).
 - ``launch``: running torch_xla scripts in a fresh process and reading their debug output.
   Framework-free.
-- ``spmd_train``, ``multi_process``, ``cached_step``: notebook 06's scripts for fresh processes
-  (SPMD, the multi-process recipe, the persistent cache), run as files, never imported; the same
-  code as the notebook's ``%%save_script`` cells (a test), so that on a TPU the notebook can start
-  them before its kernel opens the chips.
+- ``spmd_train``: notebook 06's SPMD script for a fresh process, run as a file, never imported;
+  the same code as the notebook's ``%%save_script`` cell (a test), so that on a TPU the notebook
+  can start it before its kernel opens the chips.
 """

@@ -1,4 +1,4 @@
-"""Data-parallel training with SPMD: python spmd_train.py DATA.npz PER_DEVICE_BATCH WEIGHTS_OUT"""
+"""SPMD data parallelism: python spmd_train.py DATA.npz PER_DEVICE_BATCH WEIGHTS_OUT [bf16]"""
 
 import json
 import sys
@@ -11,12 +11,14 @@ import torch_xla.distributed.spmd as xs
 import torch_xla.runtime as xr
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
-from utils.torch.models import SeedCNN, images_to_float
+from utils.torch.models import SeedCNN
+from utils.torch.xla import train_step
 
 xr.use_spmd()  # first: before any tensor touches the device
 
 data_path, per_device_batch, weights_out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-n = xr.global_runtime_device_count()  # every chip on a TPU; CPU_NUM_DEVICES on the CPU
+bf16 = sys.argv[4:] == ["bf16"]
+n = xr.global_runtime_device_count()  # every chip on a TPU; CPU_NUM_DEVICES on a CPU
 mesh = xs.Mesh(np.arange(n), mesh_shape=(n,), axis_names=("data",))
 device = torch_xla.device()
 
@@ -35,23 +37,18 @@ loader = DataLoader(
     drop_last=True,
     collate_fn=lambda rows: dict(zip(("images", "labels"), default_collate(rows), strict=True)),
 )
-input_sharding = {  # cut every batch along its first dimension over the "data" axis
+split = {  # cut every batch along its first dimension over the "data" axis
     "images": xs.ShardingSpec(mesh, ("data", None, None, None)),
     "labels": xs.ShardingSpec(mesh, ("data",)),
 }
+step = torch_xla.compile(train_step, full_graph=True)  # section 2's step, one graph
 losses = []
-for batch in pl.MpDeviceLoader(loader, device, input_sharding=input_sharding):
-    optimizer.zero_grad()
-    loss = torch.nn.functional.cross_entropy(
-        model(images_to_float(batch["images"])), batch["labels"]
-    )
-    loss.backward()  # the compiler adds the all-reduce of the gradients
-    optimizer.step()
-    losses.append(loss.detach())
+for batch in pl.MpDeviceLoader(loader, device, input_sharding=split):
+    # the same step as on one device: the compiler adds the all-reduce of the gradients
+    losses.append(step(model, batch["images"], batch["labels"], optimizer, bf16))
 
 torch.save({k: v.cpu() for k, v in model.state_dict().items()}, weights_out)
-losses = torch.stack(losses).cpu().tolist()  # read once, at the end
 spec = torch_xla._XLAC._get_xla_sharding_spec  # how a tensor is laid out over the devices
-shardings = {"images": spec(batch["images"]), "labels": spec(batch["labels"])}
-shardings["weight"] = spec(model.features[0].weight)
+shardings = {"images": spec(batch["images"]), "weight": spec(model.features[0].weight)}
+losses = torch.stack(losses).cpu().tolist()  # read once, at the end
 print("RESULT " + json.dumps({"devices": n, "shardings": shardings, "losses": losses}))

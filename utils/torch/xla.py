@@ -150,21 +150,17 @@ def pad_to_bucket(
     return nn.functional.pad(seq, (0, size - n), value=value), n
 
 
-def train_step(
-    model: nn.Module,
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
-) -> torch.Tensor:
+def train_step(model, images, labels, optimizer, bf16=False):  # shown in notebook 06 as is
     """One optimisation step on a batch already on the model's device; returns the loss tensor.
 
     On an XLA device this only *records* the step; the graph compiles and runs at the next
-    ``torch_xla.sync()`` (``MpDeviceLoader`` issues one per batch). The same code trains
-    data-parallel under SPMD (the compiler inserts the all-reduce).
+    ``torch_xla.sync()`` (``MpDeviceLoader`` issues one per batch), or as one graph under
+    ``torch_xla.compile``. ``bf16``: matmuls and convolutions in bfloat16 (``torch.autocast``),
+    weights and the optimiser in float32. The same code trains data-parallel under SPMD.
     """
     optimizer.zero_grad()
-    loss = loss_fn(model(images_to_float(images)), labels)  # uint8 -> float in [0, 1] on the device
+    with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):  # bf16 matmuls, f32 weights
+        loss = nn.functional.cross_entropy(model(images_to_float(images)), labels)
     loss.backward()
     optimizer.step()
     return loss.detach()  # stays on the device: read it once, at the end
