@@ -615,12 +615,15 @@ def write_keras_cache(folder: str | os.PathLike[str], n_train: int, n_test: int)
     batches = [(n, x_train[i], y_train[i]) for n, i in zip(TRAIN_BATCHES, chunks, strict=True)]
     files = {META: {b"label_names": [c.encode() for c in CLASS_NAMES]}}
     for name, x, y in [*batches, (TEST_BATCH, x_test, y_test)]:  # rows: CHW, channel-major
-        files[name] = {b"data": x.transpose(0, 3, 1, 2).reshape(len(x), -1), b"labels": [int(v) for v in y]}
+        files[name] = {
+            b"data": x.transpose(0, 3, 1, 2).reshape(len(x), -1),
+            b"labels": [int(v) for v in y],
+        }
     target = keras_datasets_dir(folder) / f"{CACHE_DIRS[1].split('/')[0]}_archive"
     target.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(target, "w") as tar:
         for name, content in files.items():
-            raw = pickle.dumps(content, protocol=2)
+            raw = pickle.dumps(content, protocol=4)  # what Keras' unpickler accepts
             info = tarfile.TarInfo(f"{BATCH_DIR}/{name}")
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
