@@ -73,7 +73,7 @@ def test_the_exercise_is_stored_unsolved() -> None:
 
 
 def test_an_unconditional_solution_is_caught() -> None:
-    """Planted bug: the solution overwrites the learner's `evaluate` whatever SHOW_SOLUTIONS says."""
+    """Planted bug: the solution replaces the learner's `evaluate` whatever SHOW_SOLUTIONS says."""
     _, solution, _ = _exercise(cells(NB03))
     title, _, body = text(solution).split("\n", 2)  # drop the `if SHOW_SOLUTIONS:` line
     dedented = "\n".join(line.removeprefix("    ") for line in body.splitlines())
