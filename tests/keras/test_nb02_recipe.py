@@ -1,0 +1,79 @@
+"""Notebook 02's recipe cell, pasted into a fresh Python as into an empty notebook.
+
+The cell imports nothing from `utils`. Here it runs on 2 simulated CPU devices, offline, with
+`keras.datasets.cifar10.load_data()` reading the stand-in from a temporary `KERAS_HOME`
+(`utils.data.write_keras_cache`), its sizes shrunk by substituting the variables at its top.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import numpy as np
+
+from tests.nbcells import NOTEBOOKS, cells, hidden, text
+from utils import data, fresh_process
+
+NB02 = NOTEBOOKS / "02_keras_jax_cifar10.ipynb"
+SMALL = {"TRAIN_IMAGES": 512, "EPOCHS": 2, "PER_REPLICA_BATCH": 32}
+# Keras checks a cached archive's SHA-256 against CIFAR-10's, which the stand-in cannot pass.
+ACCEPT_STANDIN = "import keras.src.utils.file_utils as f\nf.validate_file = lambda *a, **k: True\n"
+REPORT = """
+import json
+print("RESULT " + json.dumps({"devices": len(devices), "global_batch": global_batch,
+    "train": len(x_train), "test": len(x_test), "loss": history.history["loss"],
+    "pixel_sum": float(x_train[:8].sum())}))
+"""
+
+
+def recipe() -> dict:
+    found = [
+        c
+        for c in cells(NB02)
+        if c["cell_type"] == "code" and "keras.datasets.cifar10.load_data()" in text(c)
+    ]
+    assert len(found) == 1, f"{len(found)} recipe cells"
+    return found[0]
+
+
+def shrunk(source: str) -> str:
+    for name, value in SMALL.items():
+        source, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, flags=re.MULTILINE)
+        assert n == 1, f"the recipe must set {name} once, on a line of its own"
+    return source
+
+
+def test_the_recipe_is_one_visible_cell_that_needs_no_course_code() -> None:
+    cell = recipe()
+    assert not hidden(cell)
+    assert "skip-execution" in cell["metadata"]["tags"]  # the course's runs do not train twice
+    body = ast.parse(text(cell)).body
+    modules = [a.name for n in body if isinstance(n, ast.Import) for a in n.names]
+    modules += [n.module or "" for n in body if isinstance(n, ast.ImportFrom)]
+    assert not any(m.split(".")[0] == "utils" for m in modules), modules
+    backend = next(i for i, n in enumerate(body) if "KERAS_BACKEND" in ast.unparse(n))
+    first_keras = next(i for i, n in enumerate(body) if isinstance(n, ast.Import) and
+                       any(a.name == "keras" for a in n.names))  # fmt: skip
+    assert backend < first_keras, "the backend must be chosen before `import keras`"
+    for needed in ("DataParallel(devices=", '"mixed_bfloat16"', "jit_compile=True", ".fit("):
+        assert needed in text(cell), needed
+
+
+def test_the_recipe_runs_offline_on_two_simulated_devices(tmp_path) -> None:
+    n_train, n_test = SMALL["TRAIN_IMAGES"], 256
+    data.write_keras_cache(tmp_path, n_train=n_train, n_test=n_test)
+    env = {
+        "KERAS_HOME": str(tmp_path),
+        "KERAS_BACKEND": "jax",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "JAX_PLATFORMS": "cpu",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    code = ACCEPT_STANDIN + shrunk(text(recipe())) + REPORT
+    got = fresh_process.run_python_json(code, env=env, timeout_s=600)
+    assert got["devices"] == 2 and got["global_batch"] == 2 * SMALL["PER_REPLICA_BATCH"]
+    assert got["train"] == n_train and got["test"] == n_test  # both whole global batches
+    assert len(got["loss"]) == SMALL["EPOCHS"] and all(np.isfinite(got["loss"]))
+    standin = data.make_standin(n_train, seed=0)[0][:8].astype(np.float32) / 255
+    assert np.isclose(got["pixel_sum"], float(standin.sum()), rtol=1e-5)  # read through Keras
