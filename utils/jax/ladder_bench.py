@@ -67,6 +67,15 @@ class ArraySource:
         return self.x[i], self.y[i]
 
 
+OPEN_FEEDS: list = []  # Grain iterators whose worker processes are running
+
+
+def close_feeds() -> None:
+    """Stop every Grain worker process :func:`grain_chunks` started (none outlives its cell)."""
+    while OPEN_FEEDS:
+        OPEN_FEEDS.pop().close()
+
+
 def grain_chunks(x, y, batch: int, steps: int, *, workers: int = 1, seed: int = 0):
     """An endless iterator of ``(steps, batch, ...)`` chunks from Grain, prefetched by
     ``workers`` processes (``mp_prefetch``)."""
@@ -77,7 +86,9 @@ def grain_chunks(x, y, batch: int, steps: int, *, workers: int = 1, seed: int = 
         flags.FLAGS.mark_as_parsed()
     ds = grain.MapDataset.source(ArraySource(x, y)).shuffle(seed=seed).repeat()
     ds = ds.batch(batch, drop_remainder=True).batch(steps, drop_remainder=True).to_iter_dataset()
-    return iter(ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers)))
+    feed = iter(ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers)))
+    OPEN_FEEDS.append(feed)
+    return feed
 
 
 def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False) -> ladder.Rung:
