@@ -29,6 +29,8 @@ KNOWN_VARIABLE_FLAGS = frozenset(
     {"amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni"}
 )
 NOISE = ("cuInit", "oneDNN custom operations", "absl::InitializeLog")
+# An absolute path differs between a checkout here, in CI and on Colab (/content, /kaggle).
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home|root|tmp|content|kaggle|check)/[\w.-]")
 IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
 IGNORE_TAGS = {"nbval-ignore-output", "nbval-skip"}
 
@@ -79,7 +81,7 @@ def output_texts(cell: dict) -> list[str]:
 
 
 def machine_words_in(nb: dict, model: str | None, flags: set[str]) -> list[str]:
-    """Problems: compared outputs that contain the CPU model or a variable feature flag."""
+    """Problems: compared outputs with the CPU model, a variable feature flag or a local path."""
     problems = []
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code" or not is_compared(cell):
@@ -90,6 +92,8 @@ def machine_words_in(nb: dict, model: str | None, flags: set[str]) -> list[str]:
             found = sorted(f for f in flags if re.search(rf"\b{re.escape(f)}\b", text))
             if found:
                 problems.append(f"cell {i}: CPU feature flags {found} in a compared output")
+            if MACHINE_PATH.search(text):
+                problems.append(f"cell {i}: a path of this machine in a compared output")
     return problems
 
 
@@ -114,9 +118,8 @@ def test_compared_outputs_do_not_name_this_machines_cpu(path):
     model, flags = cpu_words(_read_cpuinfo())
     problems = machine_words_in(json.loads(path.read_text()), model, flags | KNOWN_VARIABLE_FLAGS)
     assert not problems, (
-        f"{path.name}: outputs that differ between CPUs are compared by nbval; start those cells "
-        "with '# NBVAL_IGNORE_OUTPUT' or print something machine-independent:\n  "
-        + "\n  ".join(problems)
+        f"{path.name}: outputs that differ between machines are compared by nbval; tag those cells "
+        "'nbval-ignore-output' or print something machine-independent:\n  " + "\n  ".join(problems)
     )
 
 
@@ -169,6 +172,14 @@ def test_checker_flags_compared_outputs_and_spares_ignored_ones():
     assert machine_words_in(titled, model, flags) == []
     tagged = _nb("print(features)", "amx_bf16\n", tags=("nbval-skip",))
     assert machine_words_in(tagged, model, flags) == []
+    where = _nb("results.record(x)", "PosixPath('/work/main/build/results/03.json')\n")
+    assert machine_words_in(where, model, flags) == [
+        "cell 0: a path of this machine in a compared output"
+    ]
+    assert (
+        machine_words_in(_nb("print(u)", "see https://x.org/work/y and ./tmp/z\n"), model, flags)
+        == []
+    )
     # A flag name as part of a longer word is not a match; "avx2" is common to all, not checked.
     fine = _nb("print(x)", "avx512_bf16_like_name avx2 fma\n")
     assert machine_words_in(fine, model, flags) == []

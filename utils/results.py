@@ -86,8 +86,8 @@ def record(
     parameters: Mapping[str, Any] | None = None,
     data_source: Any = None,
     out_dir: Path | None = None,
-) -> Path:
-    """Write ``metrics`` (name -> number, or (number, unit)) for ``notebook``; return the path.
+) -> None:
+    """Write ``metrics`` (name -> number, or (number, unit)) to ``<results>/<notebook>.json``.
 
     A value that is not a finite number, or a negative time or rate, raises ``ValueError``
     naming it, and nothing is written. ``data_source``: the ``CifarData`` trained on (stored as
@@ -110,7 +110,6 @@ def record(
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{notebook}.json"
     write_text_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
-    return path
 
 
 def load(path: Path | str) -> dict[str, Any]:
