@@ -1,29 +1,20 @@
-"""Notebook 04 puts the free-TPU path first: Part 1 (the recipe on Keras 3 + JAX, Exercise A), then
-Part 2 (the seed's TensorFlow path with TPUStrategy, Exercise B), then the recap.
+"""Notebook 04 is the seed's TensorFlow notebook, one job: `TPUStrategy`, `tf.data`, the seed's code
+as written and rewritten (the Keras 3 + JAX recipe is notebook 02's).
 
 Framework-free: reads the stored notebook as JSON.
 
-* Part 1 comes right after the header, set-up, parameter and settings cells; each part holds its
-  exercise, and both come before the recap; numbered sections run 1, 2, ... without gaps.
-* Part 1 stands alone after those cells: none of its cells reads a name that only Part 2 defines.
-* The hint for Exercise A (which steps-per-execution values change the executions per epoch) is
-  computed from the run's own steps per epoch, and every value it names passes the exercise's rule.
+* No Keras-on-JAX part: no `%%save_script` script, no JAX import, no `## Part 1`.
+* The learning rate follows notebook 09's rule (square root of the batch growth) and links to it;
+  no rule of its own (`LR_SCALING`).
+* One exercise, stored unsolved: a visible placeholder, a collapsed solution that applies only
+  with `SHOW_SOLUTIONS`, a collapsed check that prints what is missing (it does not raise) and
+  whose stored output says nothing passed.
+* The results cell is last and collapsed, after the recap.
 """
 
 from __future__ import annotations
 
-import re
-
-from tests.nbcells import (
-    NOTEBOOKS,
-    cells,
-    exercises_in_their_parts,
-    heading,
-    hidden,
-    part_1_names_only_part_2_defines,
-    stdout,
-    text,
-)
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
 
 NB04 = NOTEBOOKS / "04_keras_cifar10_tpu.ipynb"
 
@@ -32,37 +23,46 @@ def _code(cs: list[dict]) -> list[dict]:
     return [c for c in cs if c["cell_type"] == "code"]
 
 
-def test_part_1_first_then_part_2_each_with_its_exercise_before_the_recap() -> None:
+def test_one_job_tensorflow_only() -> None:
     cs = cells(NB04)
-    a, b = exercises_in_their_parts(cs)
-    assert "on-chip script" in text(cs[a]) and "static batch shape" in text(cs[b])
-    assert any(text(c).startswith("%%save_script") for c in cs[heading(cs, "## Part 1 · ") : a])
+    code = "\n".join(text(c) for c in _code(cs))
+    assert "%%save_script" not in code and "import jax" not in code and "KERAS_BACKEND" not in code
+    assert not any(text(c).startswith("## Part") for c in cs if c["cell_type"] == "markdown")
+    assert "strategy.scope()" in code and "pipelines.make_dataset" in code
 
 
-def test_part_1_reads_no_name_that_only_part_2_defines() -> None:
-    """On a free TPU a learner runs the cells before Part 1, then Part 1, never Part 2."""
-    assert part_1_names_only_part_2_defines(cells(NB04)) == set()
-
-
-def test_no_stale_section_or_exercise_references() -> None:
-    for c in cells(NB04):
-        assert "section 1b" not in text(c).lower() and "## 1b" not in text(c), text(c)[:80]
-
-
-def test_the_exercise_a_hint_comes_from_the_run_and_its_values_change_the_executions() -> None:
+def test_parameters_then_one_prepare_and_check() -> None:
     cs = cells(NB04)
-    a = heading(cs, "## Exercise A")
-    check = next(c for c in reversed(cs[:a]) if c["cell_type"] == "code")
-    assert hidden(check) and "values_that_change(recipe_steps, base)" in text(check)
-    m = re.search(
-        r"An epoch of (\d+) steps ran in (\d+) Keras executions .*?STEPS_PER_EXECUTION = (\d+)\)\. "
-        r".*?another number: (.+)\.\n",
-        stdout(check),
-    )
-    assert m, stdout(check)
-    steps, default_runs, base = int(m[1]), int(m[2]), int(m[3])
-    assert default_runs == -(-steps // base)
-    for part in m[4].split(" or "):
-        lo, _, hi = part.replace(",", "").partition(" to ")
-        for v in range(int(lo), int(hi or lo) + 1):
-            assert -(-steps // v) != default_runs, v
+    i = next(i for i, c in enumerate(cs) if "parameters" in c["metadata"].get("tags", []))
+    assert "SHOW_SOLUTIONS = False" in text(cs[i]) and "LR_SCALING" not in text(cs[i])
+    after = text(cs[i + 1])
+    assert after.count("bootstrap.prepare(") == 1 and after.count("check_params(") == 1
+    assert "SHOW_SOLUTIONS=(SHOW_SOLUTIONS, bool, False)" in after
+
+
+def test_learning_rate_is_notebook_09s_rule() -> None:
+    cs = cells(NB04)
+    assert any("learning_rate = 1e-3 * replicas**0.5" in text(c) for c in _code(cs))
+    assert any("09_train_faster.ipynb" in text(c) for c in cs if c["cell_type"] == "markdown")
+    assert not any("LR_SCALING" in text(c) or "linear" in text(c).lower() for c in _code(cs))
+
+
+def test_one_exercise_stored_unsolved() -> None:
+    cs = cells(NB04)
+    md = [text(c) for c in cs if c["cell_type"] == "markdown"]
+    exercises = [m for m in md if m.startswith("## Exercise")]
+    assert len(exercises) == 1
+    ex = heading(cs, "## Exercise")
+    placeholder, solution, check = _code(cs[ex : heading(cs, "## Recap")])
+    assert not hidden(placeholder) and text(placeholder).startswith("my_ds = None")
+    assert hidden(solution) and "\nif SHOW_SOLUTIONS:\n" in text(solution)
+    assert hidden(check) and "assert not (SHOW_SOLUTIONS and problems)" in text(check)
+    out = stdout(check)
+    assert out.startswith("Exercise: not done yet: ") and "passed" not in out.lower(), out
+
+
+def test_results_last_after_the_recap() -> None:
+    cs = cells(NB04)
+    last = cs[-1]
+    assert hidden(last) and text(last).count("results.record(") == 1
+    assert heading(cs, "## Recap") == len(cs) - 2

@@ -1,92 +1,134 @@
-"""Notebook 05 puts the free-TPU path first: Part 1 (the loop in JAX, Exercise A), then Part 2
-(the loop with tf.distribute, Exercise B), then the recap.
+"""Notebook 05: Part 1 writes the loop in JAX (what drives the free TPUs' chips), then the recap,
+then Part 2 writes it with tf.distribute.
 
-Framework-free: reads the stored notebook as JSON.
+Framework-free: reads the stored notebook as JSON and the `utils` sources with `ast`.
 
-* Part 1 comes right after the set-up and parameter cells, and Part 1's exercise (Exercise A,
-  steps per call in JAX) and Part 2's (Exercise B, tf.distribute's InputContext) come before the
-  recap, each in its part.
-* Part 1 stands alone after the set-up and parameter cells: none of its cells reads a name that
-  only Part 2 defines, and its sizes come from the `parameters` cell, checked by check_params.
-* Exercise A has a visible placeholder, a collapsed solution that applies only over it, a collapsed
-  self-check whose numbers nbval ignores, and a collapsed check whose output nbval compares (no
-  numbers that vary), which the stored run passed with the solution applied.
+* Part 1 neither installs nor imports TensorFlow: the `bootstrap.prepare` after the parameters
+  asks only for jax and optax, and no cell before Part 2 imports tensorflow or keras, directly or
+  through a `utils` module (followed transitively through `utils`' own imports).
+* Part 2 starts with its own `bootstrap.prepare(needs=["tensorflow"], ...)` and imports, and
+  reads no name that only Part 1 binds: it runs after the cells up to the parameter check alone.
+* One exercise, in Part 1, stored unsolved: a visible placeholder, a collapsed solution that
+  applies only with `SHOW_SOLUTIONS`, a collapsed check that prints what is missing (it does not
+  raise) and whose stored output says nothing passed.
 """
 
 from __future__ import annotations
 
-from tests.nbcells import (
-    NOTEBOOKS,
-    cells,
-    exercises_in_their_parts,
-    heading,
-    hidden,
-    part_1_names_only_part_2_defines,
-    parts,
-    stdout,
-    text,
-)
+import ast
+import builtins
+from pathlib import Path
+
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, names_bound_and_read, stdout, text
 
 NB05 = NOTEBOOKS / "05_custom_training_loop.ipynb"
-JAX_PARAMETERS = ("JAX_TRAIN_IMAGES", "JAX_EPOCHS", "JAX_STEPS_PER_EXECUTION")
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORKS = ("tensorflow", "keras")
 
 
 def _code(cs: list[dict]) -> list[dict]:
     return [c for c in cs if c["cell_type"] == "code"]
 
 
-def test_part_1_first_then_part_2_each_with_its_exercise_before_the_recap() -> None:
+def _imports(source: str) -> set[str]:
+    """Modules a cell or file imports (absolute names; IPython lines skipped)."""
+    lines = [s for s in source.splitlines() if not s.lstrip().startswith(("%", "!"))]
+    found = set()
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def _utils_file(module: str) -> Path | None:
+    path = ROOT / Path(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _reaches_a_framework(modules: set[str]) -> set[str]:
+    """The frameworks among ``modules`` and everything the `utils` ones import, transitively."""
+    seen, todo, found = set(), list(modules), set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        if module.split(".")[0] in FRAMEWORKS:
+            found.add(module)
+        elif module.startswith("utils") and (path := _utils_file(module)):
+            todo += _imports(path.read_text(encoding="utf-8"))
+    return found
+
+
+def _part_2(cs: list[dict]) -> int:
+    return heading(cs, "## Part 2 · ")
+
+
+def test_part_1_then_recap_then_part_2_then_results() -> None:
     cs = cells(NB05)
-    a, b = exercises_in_their_parts(cs)
-    assert "JAX" in text(cs[a]) and "tf.distribute" in text(cs[b])
+    assert heading(cs, "## Part 1 · ") < heading(cs, "## Exercise") < heading(cs, "## Recap")
+    assert heading(cs, "## Recap") < _part_2(cs)
+    assert hidden(cs[-1]) and text(cs[-1]).count("results.record(") == 1
 
 
-def test_part_1_reads_no_name_that_only_part_2_defines() -> None:
-    """On a free TPU a learner runs the cells before Part 1, then Part 1, never Part 2."""
-    assert part_1_names_only_part_2_defines(cells(NB05)) == set()
-
-
-def test_part_1_sizes_are_checked_parameters() -> None:
+def test_part_1_asks_for_jax_and_optax_only() -> None:
     cs = cells(NB05)
-    params = [c for c in cs if "parameters" in c["metadata"].get("tags", [])]
-    assert len(params) == 1
-    check = cs[cs.index(params[0]) + 1]
-    assert hidden(check) and "check_params(" in text(check)
-    _, part1, _ = parts(cs)
-    part1_code = "\n".join(text(c) for c in _code(part1))
-    for name in JAX_PARAMETERS:
-        assert f"{name} = " in text(params[0]), name
-        assert f"{name}=({name}," in text(check), name
-        assert name in part1_code, name
-    assert "subset=4_096" not in part1_code and "jax_epochs = 3" not in part1_code
-    assert "steps_per_call = 4" not in part1_code
+    i = next(i for i, c in enumerate(cs) if "parameters" in c["metadata"].get("tags", []))
+    assert "SHOW_SOLUTIONS = False" in text(cs[i])
+    prepare = text(cs[i + 1])
+    assert prepare.startswith('rt = bootstrap.prepare(needs=["jax", "optax"])\n')
+    assert prepare.count("check_params(") == 1 and "tensorflow" not in prepare
 
 
-def test_exercise_a_placeholder_solution_and_checks() -> None:
+def test_nothing_before_part_2_imports_tensorflow() -> None:
+    """Directly, or through a `utils` module (utils.keras imports Keras, whose default backend is
+    TensorFlow)."""
     cs = cells(NB05)
-    block = cs[heading(cs, "## Exercise A") : heading(cs, "## Part 2 · ")]
-    code = [c for c in block if c["cell_type"] == "code"]
-    placeholder, solution, self_check, compared = code
-    assert not hidden(placeholder) and "my_k = None" in text(placeholder)
-    assert hidden(solution) and "if my_k is None:" in text(solution)
-    assert hidden(self_check) and "NBVAL_IGNORE_OUTPUT" in text(self_check)
-    assert hidden(compared) and "NBVAL_IGNORE_OUTPUT" not in text(compared)
-    assert "assert not my_problems" in text(compared)
-    assert stdout(compared).startswith("Done: k = 2 ran as one compiled program")
+    before = _code(cs[: _part_2(cs)])
+    imported = set().union(*(_imports(text(c)) for c in before))
+    assert "jax" in imported and "optax" in imported
+    assert _reaches_a_framework(imported) == set()
 
 
-def test_part_1_has_a_whole_loop_and_its_tolerance_derivation_is_in_appendix_a() -> None:
-    """Part 1 has a visible loop over epochs (k steps per call) and a test accuracy, checked; its
-    tolerance's derivation sits in Appendix A after the recap, not in Part 1."""
+def test_the_framework_check_sees_utils_tf() -> None:
+    """The transitive check can fail: utils.tf.training imports TensorFlow and Keras."""
+    assert {"tensorflow", "keras"} <= _reaches_a_framework({"utils.tf.training"})
+
+
+def test_part_2_prepares_and_imports_for_itself() -> None:
     cs = cells(NB05)
-    _, main, _ = parts(cs)
-    epochs = "for epoch in range(jax_epochs)"
-    loop = [c for c in main if c["cell_type"] == "code" and epochs in text(c)]
-    assert len(loop) == 1 and not hidden(loop[0])
-    assert "k_steps(" in text(loop[0]) and "jax_test_acc" in text(loop[0])
-    after = main[main.index(loop[0]) + 1]
-    assert hidden(after) and "assert epoch_losses[-1] < epoch_losses[0]" in text(after)
-    appendix = heading(cs, "## Appendix A · ")
-    assert heading(cs, "## Recap") < appendix
-    assert "Higham" in text(cs[appendix])
-    assert not any("Higham" in text(c) for c in main)
+    part2 = _code(cs[_part_2(cs) : -1])
+    assert text(part2[0]).startswith('rt = bootstrap.prepare(needs=["tensorflow"], ')
+    assert "import tensorflow as tf" in text(part2[0])
+    first_cells = [c for c in _code(cs[: heading(cs, "## Part 1 · ")]) if "\n![" not in text(c)]
+    before_bound, _ = names_bound_and_read(first_cells)
+    p1_bound, _ = names_bound_and_read(_code(cs[heading(cs, "## Part 1 · ") : _part_2(cs)]))
+    p2_bound, p2_read = names_bound_and_read(part2)
+    only_part_1 = p1_bound - before_bound - p2_bound - set(dir(builtins))
+    assert p2_read & only_part_1 == set()
+
+
+def test_one_exercise_stored_unsolved() -> None:
+    cs = cells(NB05)
+    md = [text(c) for c in cs if c["cell_type"] == "markdown"]
+    assert len([m for m in md if m.startswith("## Exercise")]) == 1
+    placeholder, solution, check = _code(cs[heading(cs, "## Exercise") : heading(cs, "## Recap")])
+    assert not hidden(placeholder) and text(placeholder).startswith("my_k = None")
+    assert hidden(solution) and "\nif SHOW_SOLUTIONS:\n" in text(solution)
+    assert hidden(check) and "assert not (SHOW_SOLUTIONS and problems)" in text(check)
+    out = stdout(check)
+    assert out.startswith("Exercise: not done yet: ") and "passed" not in out.lower(), out
+
+
+def test_part_1_has_a_whole_loop_with_k_steps_per_call() -> None:
+    cs = cells(NB05)
+    part1 = _code(cs[heading(cs, "## Part 1 · ") : heading(cs, "## Exercise")])
+    loop = [c for c in part1 if "for epoch in range(JAX_EPOCHS)" in text(c)]
+    assert len(loop) == 1 and not hidden(loop[0]) and "k_steps(" in text(loop[0])
+    assert any("jax.lax.scan(" in text(c) for c in part1)
