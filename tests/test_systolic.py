@@ -83,7 +83,6 @@ def test_plots_draw_snapshots_and_roofline() -> None:
     import matplotlib.pyplot as plt
 
     from utils import hardware_plots
-    from utils.bench import CacheLevel
 
     res = systolic.simulate(np.ones((3, 2)), np.ones((2, 2)), rows=2, snapshot_cycles=range(5))
     fig = hardware_plots.plot_systolic_snapshots(res.snapshots, ncols=3)
@@ -91,7 +90,4 @@ def test_plots_draw_snapshots_and_roofline() -> None:
     assert titles[0] == "cycle 0  (1 busy)" and len(titles) == len(res.snapshots)
     fig = hardware_plots.plot_roofline(100.0, 10.0, [("matmul 64", 10.7, 50.0), ("add", 0.08, 0.7)])
     assert "ridge 10.0 FLOP/B" in [t.get_text() for t in fig.axes[0].texts]
-    caches = [CacheLevel(1, "Data", 48 << 10, "0"), CacheLevel(1, "Instruction", 32 << 10, "0")]
-    fig = hardware_plots.plot_working_set([1 << 14, 1 << 16, 1 << 20], [20.0, 40.0, 15.0], caches)
-    assert len(fig.axes[0].lines) == 2  # the curve and the L1d marker (not the L1i)
     plt.close("all")
