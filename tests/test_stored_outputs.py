@@ -31,6 +31,10 @@ KNOWN_VARIABLE_FLAGS = frozenset(
 NOISE = ("cuInit", "oneDNN custom operations", "absl::InitializeLog")
 # An absolute path differs between a checkout here, in CI and on Colab (/content, /kaggle).
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home|root|tmp|content|kaggle|check)/[\w.-]")
+# A measured rate (a compare table, images/s, GB/s) differs from run to run.
+RATE = re.compile(
+    r"rate /s|\d\s?(?:images|img|samples|steps|tokens)/s\b|\d\s?(?:GB|MB|GiB|MiB)/s\b"
+)
 IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
 IGNORE_TAGS = {"nbval-ignore-output", "nbval-skip"}
 
@@ -81,7 +85,8 @@ def output_texts(cell: dict) -> list[str]:
 
 
 def machine_words_in(nb: dict, model: str | None, flags: set[str]) -> list[str]:
-    """Problems: compared outputs with the CPU model, a variable feature flag or a local path."""
+    """Problems: compared outputs with the CPU model, a variable feature flag, a local path or a
+    measured rate."""
     problems = []
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code" or not is_compared(cell):
@@ -94,6 +99,8 @@ def machine_words_in(nb: dict, model: str | None, flags: set[str]) -> list[str]:
                 problems.append(f"cell {i}: CPU feature flags {found} in a compared output")
             if MACHINE_PATH.search(text):
                 problems.append(f"cell {i}: a path of this machine in a compared output")
+            if RATE.search(text):
+                problems.append(f"cell {i}: a measured rate in a compared output")
     return problems
 
 
@@ -180,6 +187,9 @@ def test_checker_flags_compared_outputs_and_spares_ignored_ones():
         machine_words_in(_nb("print(u)", "see https://x.org/work/y and ./tmp/z\n"), model, flags)
         == []
     )
+    table = _nb("print(speed.table())", "variant  rate /s\nfloat32  374\n")
+    assert machine_words_in(table, model, flags) == ["cell 0: a measured rate in a compared output"]
+    assert machine_words_in(_nb("print(r)", "Grain: 1,234 images/s\n"), model, flags)
     # A flag name as part of a longer word is not a match; "avx2" is common to all, not checked.
     fine = _nb("print(x)", "avx512_bf16_like_name avx2 fma\n")
     assert machine_words_in(fine, model, flags) == []
