@@ -199,7 +199,7 @@ refresh: $(STAMP)
 
 # The training-speed ladder on Keras 3 + JAX (the free TPUs' stack), verdicts from interleaved rounds.
 bench: $(STAMP)
-	KERAS_BACKEND=jax $(BIN)/python -m utils.jax.ladder_bench
+	KERAS_BACKEND=jax $(BIN)/python -m tests.tools.bench
 
 # Maintainer check: run notebook NB twice (the second time beside a 2-process CPU hog) and fail
 # on opposite verdicts. Heavy: on a shared machine, prefix it with the course's lock.

@@ -1,27 +1,21 @@
-"""The JAX half of notebook 09's ladder (rungs 5-7) and ``make bench``.
+"""The JAX half of notebook 09's ladder (rungs 5-7).
 
 - :func:`scanned_trainer`: K training steps of a Keras model in one jitted ``jax.lax.scan``,
   from the model's ``stateless_call`` and the optimizer's ``stateless_apply`` (Keras 3's JAX
   training-loop recipe); notebook 09 shows it.
 - :func:`scan_rung`: a rung that trains with it (float32 or uint8 batches, numpy or Grain).
 - :func:`keras_launches`: how many compiled programs Keras' ``fit`` launches per call.
-- ``python -m utils.jax.ladder_bench [--images N] [--rounds R]``: the ladder with a verdict,
-  interval and coverage per rung. Importing this module imports JAX and Keras.
+Importing this module imports JAX and Keras. ``make bench`` (tests/tools/bench.py) runs the ladder.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-from collections.abc import Sequence
 from unittest import mock
 
 import jax
 import keras
 import numpy as np
 
-from utils import compare, data, mfu, runtime
-from utils.jax import peak as jax_peak
 from utils.keras import ladder
 
 
@@ -97,8 +91,9 @@ def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False)
     model = ladder.build_model(spec, seed=seed, tiny=tiny)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     holder = {}
-    holder["state"], program = scanned_trainer(model, model.optimizer, loss,
-                                               normalise=spec.input_dtype == "uint8")
+    holder["state"], program = scanned_trainer(
+        model, model.optimizer, loss, normalise=spec.input_dtype == "uint8"
+    )
     chunk = spec.batch * spec.steps
     n = len(x) // chunk * chunk
     shape = (n // chunk, spec.steps, spec.batch, *x.shape[1:])
@@ -139,40 +134,12 @@ def keras_launches(model, x, y, batch: int, steps_per_execution: int) -> tuple[i
         compiled = jax.jit(fn, **kw)
         return lambda *a: (launches.append(1), compiled(*a))[1]
 
-    model.compile(optimizer=model.optimizer, loss=model.loss,
-                  steps_per_execution=steps_per_execution)
+    model.compile(
+        optimizer=model.optimizer, loss=model.loss, steps_per_execution=steps_per_execution
+    )
     with mock.patch.object(trainer, "jit", counting_jit):
         model.make_train_function(force=True)
     calls, inner = [], model.train_function
     model.train_function = lambda *a: (calls.append(1), inner(*a))[1]
     model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
     return len(calls), len(launches)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="The training-speed ladder on Keras + JAX")
-    parser.add_argument("--images", type=int, default=1_100)
-    parser.add_argument("--rounds", type=int, default=8)
-    args = parser.parse_args(argv)
-    if os.environ.get("KERAS_BACKEND") != "jax":
-        parser.error("run with KERAS_BACKEND=jax (Keras reads it once, at its first import)")
-    rt = runtime.detect()
-    tpu = rt.tpu.generation if rt.accelerator == "tpu" and rt.tpu else None
-    peaks = mfu.choose_peaks(lambda d: jax_peak.matmul_peak(1024, d), tpu_generation=tpu)
-    cifar = data.load_cifar10(source="standin", subset=args.images)
-    x8, y = cifar.x_train, cifar.y_train.astype("int32")
-    specs = ladder.ladder_specs(128, knee=256)  # no sweep here: rung 3 doubles the batch
-    rungs = [build_rung(s, x8.astype("float32") / 255, x8, y) for s in specs]
-    print(f"JAX ladder on {jax.devices()[0].platform}: {len(rungs)} rungs, {args.rounds} rounds")
-    result = compare.compare([r.variant() for r in rungs], rounds=args.rounds, peaks=peaks)
-    names = [r.spec.name for r in rungs]
-    x_test, y_test = cifar.x_test / 255, cifar.y_test.astype("int32")
-    accuracy = {r.spec.name: r.accuracy(x_test, y_test) for r in rungs}
-    print(ladder.table(result, names, accuracy))
-    for a, b in ladder.step_pairs(names):
-        print(result.verdict(a, b).sentence())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
