@@ -34,15 +34,11 @@ def test_exercises_are_stored_unsolved(path: Path) -> None:
 
 
 SOLVE = os.environ.get("COURSE_SOLUTIONS", "").split()  # notebook numbers; make test sets them
-# Smaller runs than the stored ones: the exercises do not depend on how long the notebook trains,
-# and nbval has already run each notebook at its stored size.
+# Smaller runs than the stored ones where the notebook's own checks allow (its models must still
+# learn): the exercises do not depend on them, and nbval runs each notebook at its stored size.
 QUICK: dict[str, dict] = {
     "00": {"MATMUL_N": 256, "COPY_MB": 64, "REPEATS": 3},
-    "02": {"TRAIN_IMAGES": 512, "EPOCHS": 2},
-    "03": {"TRAIN_IMAGES": 512, "TEST_IMAGES": 256, "EPOCHS": 1},
-    "04": {"TRAIN_IMAGES": 2048, "EPOCHS": 2},
-    "05": {"JAX_TRAIN_IMAGES": 1024, "JAX_EPOCHS": 2, "TRAIN_IMAGES": 1024, "EPOCHS": 1},
-    "06": {"TRAIN_IMAGES": 512, "TEST_IMAGES": 128, "EPOCHS": 1, "BENCH_STEPS": 3},
+    "06": {"EPOCHS": 1, "BENCH_STEPS": 3},
     "07": {"TRAIN_IMAGES": 1024},
     "08": {"ALLREDUCE_PROCESSES": [2], "ALLREDUCE_KIB": [4, 64]},
     "09": {"TRAIN_IMAGES": 1024, "BATCHES": [64, 128], "ROUNDS": 2},

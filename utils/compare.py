@@ -288,7 +288,7 @@ def round_orders(n_variants: int, rounds: int) -> list[list[int]]:
 def compare(
     variants: Sequence[Variant],
     *,
-    rounds: int = 5,
+    rounds: int = 8,
     warmup: int = 1,
     peaks: Mapping[str, Callable[[], float]] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
