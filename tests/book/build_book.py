@@ -102,11 +102,14 @@ def launch_buttons(repo: str, notebook: str) -> str:
     return f"<p>{links}</p>"
 
 
-def book_markdown(source: str) -> str:
+def book_markdown(source: str, repo: str) -> str:
     """A markdown cell's text for Sphinx: an HTML anchor on a line of its own (``<a id="x"></a>``,
-    which Jupyter and GitHub jump to) becomes a MyST target, so ``[..](#x)`` resolves; a python
-    block with shell escapes (``!pip``) is highlighted as IPython."""
+    which Jupyter and GitHub jump to) becomes a MyST target, so ``[..](#x)`` resolves; a link to
+    a repository file outside notebooks/ (``../utils/x.py``) points at GitHub; a python block with
+    shell escapes (``!pip``) is highlighted as IPython."""
     source = re.sub(r'^<a id="([\w-]+)"></a>\s*$', r"(\1)=", source, flags=re.MULTILINE)
+    on_github = lambda m: f"]({GITHUB.format(repo=repo, path=m.group(1))})"  # noqa: E731
+    source = re.sub(r"\]\(\.\./([^)\s]+)\)", on_github, source)
     return PYTHON_BLOCK.sub(_ipython_if_shell, source)
 
 
@@ -120,7 +123,7 @@ def book_notebook(path: Path, repo: str) -> dict:
     nb = copy.deepcopy(json.loads(path.read_text(encoding="utf-8")))
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
-            cell["source"] = book_markdown("".join(cell["source"]))
+            cell["source"] = book_markdown("".join(cell["source"]), repo)
         tag = collapse_tag(cell)
         if tag:
             tags = cell.setdefault("metadata", {}).setdefault("tags", [])
