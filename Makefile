@@ -188,11 +188,11 @@ test-platforms:
 
 lint: $(STAMP)
 	$(BIN)/ruff check utils tests notebooks
-	$(BIN)/ruff format --check utils tests
+	$(BIN)/ruff format --check utils tests notebooks
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix utils tests notebooks
-	$(BIN)/ruff format utils tests
+	$(BIN)/ruff format utils tests notebooks
 
 refresh: $(STAMP)
 	$(BIN)/python -m tests.tools.course refresh --kernel $(KERNEL) $(if $(NB),$(wildcard notebooks/$(NB)*.ipynb),notebooks/[0-9]*.ipynb)

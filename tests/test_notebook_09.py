@@ -29,8 +29,14 @@ from tests.nbcells import (
 from utils import ROOT
 
 NB09 = NOTEBOOKS / "09_train_faster.ipynb"
-BANNED = ("not yet run", "not yet timed", "earlier version", "stored run", "reference machine",
-          "run-times.md")
+BANNED = (
+    "not yet run",
+    "not yet timed",
+    "earlier version",
+    "stored run",
+    "reference machine",
+    "run-times.md",
+)
 IGNORE = "nbval-ignore-output"
 
 

@@ -1,4 +1,4 @@
-"""``make bench``'s entry point refuses a run whose Keras would not be on JAX, before importing it."""
+"""``make bench``'s entry point refuses a run whose Keras would not be on JAX."""
 
 from __future__ import annotations
 

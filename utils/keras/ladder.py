@@ -69,8 +69,11 @@ def ladder_specs(batch: int = 128, knee: int = 128, steps: int = 4) -> list[Rung
     lr = sqrt_scaled_lr(specs[0].learning_rate, knee, batch)
     for name, lever, change in (
         ("2 static shapes", "whole batches only", {"drop_remainder": True}),
-        (f"3 batch {knee}", f"batch {batch} -> {knee}, lr x{knee / batch:g}**0.5",
-         {"batch": knee, "learning_rate": lr}),
+        (
+            f"3 batch {knee}",
+            f"batch {batch} -> {knee}, lr x{knee / batch:g}**0.5",
+            {"batch": knee, "learning_rate": lr},
+        ),
         ("4 mixed_bfloat16", "policy mixed_bfloat16", {"policy": "mixed_bfloat16"}),
         (f"5 scan {steps} steps", f"{steps} steps per device program", {"steps": steps}),
         ("6 uint8 input", "uint8 sent, normalised on the device", {"input_dtype": "uint8"}),
@@ -96,22 +99,33 @@ def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0, tiny: b
     (``tiny``: Flatten -> Dense instead, a model with almost no work)."""
     keras.utils.set_random_seed(seed)
     kw, layers = {"dtype": spec.policy}, keras.layers
-    conv = [] if tiny else [
-        layers.Conv2D(32, (3, 3), activation="relu", **kw),
-        layers.MaxPooling2D((2, 2), **kw),
-        layers.Conv2D(64, (3, 3), activation="relu", **kw),
-        layers.MaxPooling2D((2, 2), **kw),
-        layers.Conv2D(64, (3, 3), activation="relu", **kw),
-    ]
+    conv = (
+        []
+        if tiny
+        else [
+            layers.Conv2D(32, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(64, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(64, (3, 3), activation="relu", **kw),
+        ]
+    )
     dense = [] if tiny else [layers.Dense(64, activation="relu", **kw)]
     model = keras.Sequential(
-        [keras.Input(shape=(32, 32, 3)), *conv, layers.Flatten(**kw), *dense,
-         layers.Dense(num_classes, **kw)],
+        [
+            keras.Input(shape=(32, 32, 3)),
+            *conv,
+            layers.Flatten(**kw),
+            *dense,
+            layers.Dense(num_classes, **kw),
+        ],
         name="tiny" if tiny else "seed_cnn",
     )
-    model.compile(optimizer=keras.optimizers.Adam(spec.learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(spec.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     return model
 
 
@@ -165,13 +179,17 @@ def step_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
 
 def table(result: compare_mod.Comparison, names: Sequence[str], accuracy: Mapping[str, float]):
     """Per rung: images/s, the verdict against the rung before, its interval, MFU, accuracy."""
-    lines = [f"{'rung':<18}{'images/s':>9}  {'vs the rung before':<20}{'interval':>12}"
-             f"{'MFU':>7}{'accuracy':>10}"]
+    lines = [
+        f"{'rung':<18}{'images/s':>9}  {'vs the rung before':<20}{'interval':>12}"
+        f"{'MFU':>7}{'accuracy':>10}"
+    ]
     for before, name in zip([None, *names], names, strict=False):
         v = result.verdict(name, before) if before else None
         state, interval = (v.state, f"{v.low:.2f}-{v.high:.2f}x") if v else ("-", "")
-        lines.append(f"{name:<18}{result.rate(name):>9,.0f}  {state:<20}{interval:>12}"
-                     f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}")
+        lines.append(
+            f"{name:<18}{result.rate(name):>9,.0f}  {state:<20}{interval:>12}"
+            f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -187,11 +205,19 @@ def plot_ladder(names, measured, spread, bands, marks, *, machine: str = "this C
     m = np.asarray(measured)
     lo, hi = np.array(spread).T
     yerr = np.clip([m - lo, hi - m], 0, None)
-    ax.errorbar(xs - 0.2, m, yerr=yerr, fmt="o", color="black", capsize=3,
-                label=f"{machine}: measured (median, IQR)")
+    ax.errorbar(
+        xs - 0.2,
+        m,
+        yerr=yerr,
+        fmt="o",
+        color="black",
+        capsize=3,
+        label=f"{machine}: measured (median, IQR)",
+    )
     for x, y, mark in zip(xs, m, marks, strict=True):
-        ax.annotate(mark, (x - 0.2, y), xytext=(0, 8), textcoords="offset points", ha="center",
-                    fontsize=7)
+        ax.annotate(
+            mark, (x - 0.2, y), xytext=(0, 8), textcoords="offset points", ha="center", fontsize=7
+        )
     ax.set_yscale("log")
     ax.set_ylabel("training images/s (log)")
     ax.set_xticks(xs, names, rotation=15, ha="right", fontsize=8)
