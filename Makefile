@@ -151,7 +151,7 @@ test-book: book
 # Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,
 # tensorflow-cpu 2.20, torch_xla 2.8): tests/platforms/<platform>-tpu-constraints.txt. Each
-# notebook gets only the installs its own set-up cell would make on that TPU image
+# notebook gets only the installs its own bootstrap.prepare calls would make on that TPU image
 # (tests/tools/platforms.py replays them); the verdicts go to results/platform-matrix.json.
 # Not part of `make test` (about an hour); needs the network the first time (pip, PyPI only).
 # PLATFORMS=colab, NB=04 and NB_TIMEOUT=seconds narrow it; LOCK=/tmp/course-heavy.lock takes

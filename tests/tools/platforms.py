@@ -71,7 +71,7 @@ SHOWN_VERSIONS = ("jax", "keras", "numpy", "protobuf", "tensorflow-cpu", "torch"
                   "grain")  # fmt: skip
 GATE = re.compile(r"tf_runs_here\((?![^)]*host_only=True)")
 
-# Run inside the platform venv: the notebook's parameters and its bootstrap.prepare(...) call,
+# Run inside the platform venv: the notebook's parameters and its bootstrap.prepare(...) calls,
 # with the TPU image's environment and a pip that only records; prints one JSON line.
 _REPLAY = r"""
 import json, os, subprocess, sys
@@ -79,11 +79,13 @@ nb = json.load(open(sys.argv[1], encoding="utf-8"))
 cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
 params = next("".join(c["source"]) for c in cells if "parameters" in c["metadata"].get("tags", []))
 import ast
-texts = ["".join(c["source"]) for c in cells]
-code = "\n".join(t for t in texts if "bootstrap.prepare(" in t)
-call = next(ast.get_source_segment(code, n) for n in ast.parse(code).body
-            if isinstance(n, ast.Assign) and "bootstrap.prepare(" in ast.unparse(n.value))
-source = "from utils import bootstrap\n" + params + "\n" + call
+calls_src = []
+for text in ("".join(c["source"]) for c in cells if "bootstrap.prepare(" in "".join(c["source"])):
+    code = "\n".join(x for x in text.splitlines() if not x.lstrip().startswith(("!", "%")))
+    calls_src += [ast.get_source_segment(code, n) for n in ast.parse(code).body
+                  if isinstance(n, (ast.Assign, ast.Expr))
+                  and "bootstrap.prepare(" in ast.unparse(n.value)]
+source = "from utils import bootstrap\n" + params + "\n" + "\n".join(calls_src)
 os.environ.update(json.loads(sys.argv[2]))
 calls = []
 def record(command, **kwargs):
@@ -162,7 +164,7 @@ def last_started_cell(nb: dict) -> int:
 
 
 def replay_setup(platform: str, path: Path) -> tuple[list[list[str]], str | None]:
-    """What the notebook's set-up cell would install on the platform's TPU image."""
+    """What the notebook's ``bootstrap.prepare`` calls would install on the platform's image."""
     path = Path(path).resolve()
     env = {**os.environ, "COURSE_NO_INSTALL": "", "PYTHONPATH": ""}
     done = subprocess.run(

@@ -59,6 +59,20 @@ def test_replay_records_the_prepare_calls_pip_installs_and_installs_nothing(tmp_
     assert error.startswith("ModuleNotFoundError: no_such_module_here still not importable")
 
 
+def test_replay_runs_every_prepare_call_a_part_2_included(tmp_path, monkeypatch):
+    """Planted: 05's and 07's Part 2 ask for TensorFlow in a second, bare prepare call."""
+    nb = {"cells": [
+        {**_code("X = 1"), "metadata": {"tags": ["parameters"]}},
+        _code("rt = bootstrap.prepare(needs=['json'])"),
+        _code("!echo part 2\nbootstrap.prepare(needs=['no_such_part_two'])"),
+    ]}  # fmt: skip
+    path = tmp_path / "98_fake.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.setattr(pm, "venv_python", lambda platform: Path(sys.executable))
+    installs, _ = pm.replay_setup("colab", path)
+    assert installs == [["no_such_part_two"]]
+
+
 def test_the_json_has_a_verdict_per_notebook_and_platform(monkeypatch):
     monkeypatch.setattr(pm, "venv_python", lambda platform: Path("/nonexistent/python"))
     results = [
