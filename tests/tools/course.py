@@ -218,7 +218,8 @@ def status_table() -> str:
         row = [f"{max(1, round(times['seconds'].get(path.stem, 0) / 60))} min"]
         for p in platforms:
             r = p["notebooks"].get(path.stem)
-            gated = f" ({r['gated']} cell skipped: TF on the TPU)" if r and r["gated"] else ""
+            n = r["gated"] if r else 0
+            gated = f" ({n} cell{'s' if n > 1 else ''} skipped: TF on the TPU)" if n else ""
             row.append("not run" if r is None else ("runs" if r["ok"] else r["verdict"]) + gated)
         tpu_run = ROOT / "results" / "tpu" / f"{path.stem}.json"
         row.append("runs" if tpu_run.exists() else "not run yet")
