@@ -44,32 +44,32 @@ def test_gated_cells_count_device_gates_not_host_only_ones():
     assert pm.gated_cells(nb) == 1
 
 
+def _replay(tmp_path, monkeypatch, cells: list[dict]):
+    """Replay a notebook of ``cells`` for Colab with this interpreter as the image's Python."""
+    path = tmp_path / "99_fake.ipynb"
+    path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    monkeypatch.setattr(pm, "venv_python", lambda platform: Path(sys.executable))
+    return pm.replay_setup("colab", path)
+
+
 def test_replay_records_the_prepare_calls_pip_installs_and_installs_nothing(tmp_path, monkeypatch):
-    nb = {"cells": [
+    installs, error = _replay(tmp_path, monkeypatch, [
         {"cell_type": "markdown", "source": "objectives", "metadata": {}},
         _code("COURSE_REF = 'x'"),
         {**_code("NEEDS = ['no_such_module_here']"), "metadata": {"tags": ["parameters"]}},
         _code("rt = bootstrap.prepare(needs=NEEDS)\nprint(rt)"),
-    ]}  # fmt: skip
-    path = tmp_path / "99_fake.ipynb"
-    path.write_text(json.dumps(nb), encoding="utf-8")
-    monkeypatch.setattr(pm, "venv_python", lambda platform: Path(sys.executable))
-    installs, error = pm.replay_setup("colab", path)
+    ])  # fmt: skip
     assert installs == [["no_such_module_here"]]  # asked of pip on the Colab image, not installed
     assert error.startswith("ModuleNotFoundError: no_such_module_here still not importable")
 
 
 def test_replay_runs_every_prepare_call_a_part_2_included(tmp_path, monkeypatch):
     """Planted: 05's and 07's Part 2 ask for TensorFlow in a second, bare prepare call."""
-    nb = {"cells": [
+    installs, _ = _replay(tmp_path, monkeypatch, [
         {**_code("X = 1"), "metadata": {"tags": ["parameters"]}},
         _code("rt = bootstrap.prepare(needs=['json'])"),
         _code("!echo part 2\nbootstrap.prepare(needs=['no_such_part_two'])"),
-    ]}  # fmt: skip
-    path = tmp_path / "98_fake.ipynb"
-    path.write_text(json.dumps(nb), encoding="utf-8")
-    monkeypatch.setattr(pm, "venv_python", lambda platform: Path(sys.executable))
-    installs, _ = pm.replay_setup("colab", path)
+    ])  # fmt: skip
     assert installs == [["no_such_part_two"]]
 
 
