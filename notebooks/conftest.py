@@ -2,7 +2,21 @@
 
 Framework libraries write warnings to stderr that change between releases and machines, so
 stderr is not compared (stdout, results and plots' text are). See shared notes on nbval.
+
+Exercises are stored unsolved (``SHOW_SOLUTIONS = False``). Right after a notebook's exercise check
+cell, one more item runs in the same kernel: ``SHOW_SOLUTIONS = True``, then the cells from the
+collapsed solution to the check again; it fails unless the check then says the exercise passed.
+So one nbval run compares the stored outputs and proves the solutions work.
 """
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import nbformat
+from nbval.plugin import IPyNbCell
+
+from tests.nbcells import EXERCISE_NOT_DONE, EXERCISE_PASSED, stdout, text
 
 
 def pytest_collectstart(collector):
@@ -17,7 +31,55 @@ def pytest_collectstart(collector):
 OUTPUT_TIMEOUT_S = 120
 
 
+class SolvedExercise(IPyNbCell):
+    """The exercise's cells again with SHOW_SOLUTIONS = True; fails unless the check passes."""
+
+    def runtest(self):
+        super().runtest()
+        printed = "".join(
+            o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
+            for o in self.test_outputs
+        )
+        if not EXERCISE_PASSED.search(printed) or EXERCISE_NOT_DONE.search(printed):
+            self.raise_cell_error("With SHOW_SOLUTIONS = True the check did not pass", printed)
+
+
+def exercise_span(code_cells: list[dict]) -> tuple[int, int] | None:
+    """First and last index of the exercise's solution cell ... check cell, or None if none."""
+    start = next(
+        (i for i, c in enumerate(code_cells) if text(c).startswith("# @title Solution")), None
+    )
+    for end in range(len(code_cells)) if start is not None else ():
+        if end >= start and EXERCISE_NOT_DONE.search(stdout(code_cells[end])):
+            return start, end
+    return None
+
+
+def _with_solved_exercises(items: list) -> list:
+    """``items`` with a SolvedExercise after each notebook's exercise check cell."""
+    out: list = []
+    for parent in dict.fromkeys(i.parent for i in items if isinstance(i, IPyNbCell)):
+        mine = [i for i in items if isinstance(i, IPyNbCell) and i.parent is parent]
+        span = exercise_span([i.cell for i in mine])
+        if span is not None:
+            source = "\n".join(
+                ["SHOW_SOLUTIONS = True", *(i.cell.source for i in mine[span[0] : span[1] + 1])]
+            )
+            check = mine[span[1]]
+            solved = SolvedExercise.from_parent(
+                parent,
+                name=f"{check.name} solved",
+                cell_num=check.cell_num,
+                cell=nbformat.v4.new_code_cell(source + "\nSHOW_SOLUTIONS = False"),
+                options=defaultdict(bool, check=False),
+            )
+            out.append((id(check), solved))
+    after = dict(out)
+    return [x for i in items for x in ([i, after[id(i)]] if id(i) in after else [i])]
+
+
 def pytest_collection_modifyitems(items):
+    items[:] = _with_solved_exercises(items)
     for item in items:
         if hasattr(item, "output_timeout"):
             item.output_timeout = max(item.output_timeout, OUTPUT_TIMEOUT_S)

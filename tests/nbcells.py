@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+#: What an exercise's check cell prints: solved, or what is still missing.
+EXERCISE_PASSED = re.compile(r"exercise[^\n]*\bpassed\b", re.IGNORECASE)
+EXERCISE_NOT_DONE = re.compile(r"exercise[^\n]*not done yet", re.IGNORECASE)
 
-__all__ = ["NOTEBOOKS", "cells", "heading", "hidden", "index", "stdout", "text"]
+__all__ = [
+    "EXERCISE_NOT_DONE",
+    "EXERCISE_PASSED",
+    "NOTEBOOKS",
+    "cells",
+    "heading",
+    "hidden",
+    "index",
+    "stdout",
+    "text",
+]
 
 
 def cells(path: Path) -> list[dict]:

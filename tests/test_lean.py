@@ -16,7 +16,6 @@ HEADER_WORDS, PROSE_WORDS, VISIBLE_LINES, COLLAPSED_LINES = 150, 2_500, 300, 100
 COURSE_MARKDOWN_WORDS = 22_000
 BANNED = ("not yet run", "not yet timed", "earlier version", "stored run", "reference machine",
           "run-times.md")  # fmt: skip
-PASSED = re.compile(r"\bpassed\b", re.IGNORECASE)
 
 
 def _comment_words(source: str) -> int:
