@@ -100,8 +100,6 @@ def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False)
     xs, ys = x[:n].reshape(shape), y[:n].reshape(shape[:3])
     grain_feed = spec.feed == "grain"
     feed = grain_chunks(x[:n], y[:n], spec.batch, spec.steps, seed=seed) if grain_feed else None
-    if spec.feed == "device":  # sent once, before training
-        xs, ys = jax.device_put(xs), jax.device_put(ys)
 
     def run() -> None:
         for i in range(len(xs)):

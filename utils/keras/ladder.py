@@ -52,9 +52,7 @@ class RungSpec:
 
     @property
     def bytes_per_step(self) -> int:
-        """Image bytes sent to the device per training step (0: the data live there)."""
-        if self.feed == "device":
-            return 0
+        """Image bytes sent to the device per training step."""
         return self.batch * 32 * 32 * 3 * np.dtype(self.input_dtype).itemsize
 
 
