@@ -89,7 +89,7 @@ test-unit: $(STAMP)
 # pytest's report is prefixed with its shard. NB=04 checks one notebook alone.
 NBVAL       = $(BIN)/python -m pytest --nbval --nbval-kernel-name $(KERNEL) \
               --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider
-NB_SHARD_A ?= 09 08 03 01
+NB_SHARD_A ?= 09 08 03 01 00
 NB_SHARD_B  = $(filter-out $(NB_SHARD_A),00 01 02 03 04 05 06 07 08 09)
 NB_ALL      = $(wildcard notebooks/[0-9]*.ipynb)
 NB_A        = $(foreach n,$(NB_SHARD_A),$(wildcard notebooks/$(n)*.ipynb))
