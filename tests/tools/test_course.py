@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import http.server
 import json
 import os
@@ -49,6 +50,15 @@ def test_parameters_are_typed_like_papermills() -> None:
     assert course.parse_parameters(args) == {"A": 2, "B": 0.5, "C": None, "D": "x", "E": "7"}
     with pytest.raises(ValueError, match="-p NAME VALUE"):
         course.parse_parameters(["-p", "A"])
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_papermill_sees_every_name_the_parameters_cell_sets(notebook: Path) -> None:
+    """A comment papermill cannot parse (08's held a ';') hides the parameter from ``-p``."""
+    cell = next(c for c in nbformat.read(notebook, 4).cells if "parameters" in c.metadata.tags)
+    tree = ast.parse(cell.source)
+    names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets}
+    assert course._declared(notebook) == names
 
 
 def test_a_failing_notebook_is_reported_and_the_rest_still_run(tmp_path: Path, capsys) -> None:
