@@ -46,36 +46,37 @@ class SolvedExercise(IPyNbCell):
 
 def exercise_span(code_cells: list[dict]) -> tuple[int, int] | None:
     """First and last index of the exercise's solution cell ... check cell, or None if none."""
-    start = next(
-        (i for i, c in enumerate(code_cells) if text(c).startswith("# @title Solution")), None
+    sources = [text(c) for c in code_cells]
+    start = next((i for i, t in enumerate(sources) if t.startswith("# @title Solution")), None)
+    if start is None:
+        return None
+    checks = (
+        i for i in range(start, len(code_cells)) if EXERCISE_NOT_DONE.search(stdout(code_cells[i]))
     )
-    for end in range(len(code_cells)) if start is not None else ():
-        if end >= start and EXERCISE_NOT_DONE.search(stdout(code_cells[end])):
-            return start, end
-    return None
+    end = next(checks, None)
+    return None if end is None else (start, end)
 
 
 def _with_solved_exercises(items: list) -> list:
     """``items`` with a SolvedExercise after each notebook's exercise check cell."""
-    out: list = []
+    solved_after: dict[int, SolvedExercise] = {}  # id of the check cell's item -> its solved run
     for parent in dict.fromkeys(i.parent for i in items if isinstance(i, IPyNbCell)):
         mine = [i for i in items if isinstance(i, IPyNbCell) and i.parent is parent]
         span = exercise_span([i.cell for i in mine])
-        if span is not None:
-            source = "\n".join(
-                ["SHOW_SOLUTIONS = True", *(i.cell.source for i in mine[span[0] : span[1] + 1])]
-            )
-            check = mine[span[1]]
-            solved = SolvedExercise.from_parent(
-                parent,
-                name=f"{check.name} solved",
-                cell_num=check.cell_num,
-                cell=nbformat.v4.new_code_cell(source + "\nSHOW_SOLUTIONS = False"),
-                options=defaultdict(bool, check=False),
-            )
-            out.append((id(check), solved))
-    after = dict(out)
-    return [x for i in items for x in ([i, after[id(i)]] if id(i) in after else [i])]
+        if span is None:
+            continue
+        cells = [i.cell.source for i in mine[span[0] : span[1] + 1]]
+        check = mine[span[1]]
+        solved_after[id(check)] = SolvedExercise.from_parent(
+            parent,
+            name=f"{check.name} solved",
+            cell_num=check.cell_num,
+            cell=nbformat.v4.new_code_cell(
+                "\n".join(["SHOW_SOLUTIONS = True", *cells, "SHOW_SOLUTIONS = False"])
+            ),
+            options=defaultdict(bool, check=False),
+        )
+    return [x for i in items for x in (i, solved_after.get(id(i))) if x is not None]
 
 
 def pytest_collection_modifyitems(items):
