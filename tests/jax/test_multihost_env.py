@@ -7,6 +7,7 @@ files give it exactly its rows of every global batch, for any process count."""
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,28 @@ def test_bad_layouts_are_named(tmp_path):
     with pytest.raises(FileNotFoundError):
         multihost_env.my_files(["notes.txt"], 0, 1)
     assert multihost_env.my_files(names[::-1] + ["notes.txt"], 1, 4) == names[2:4]
+
+
+def test_leave_stops_the_coordination_service_last_and_after_the_linger(monkeypatch):
+    """A peer cancels its error poll only after its own shutdown returns; a service stopped at
+    that moment reads to the peer as a crashed leader. Planted: ``jax.distributed.shutdown()``
+    alone stops the service together with the client, and fails the gap below."""
+    from jax._src import distributed
+    from jax.experimental import multihost_utils
+
+    done = {}
+    barrier = lambda name: done.setdefault("barrier", time.monotonic())  # noqa: E731
+    monkeypatch.setattr(multihost_utils, "sync_global_devices", barrier)
+
+    class Part:
+        def __init__(self, name):
+            self.name = name
+
+        def shutdown(self):
+            done[self.name] = time.monotonic()
+
+    monkeypatch.setattr(distributed.global_state, "client", Part("client"))
+    monkeypatch.setattr(distributed.global_state, "service", Part("service"))
+    multihost_env.leave(linger_s=0.3)
+    assert done["barrier"] <= done["client"] and done["service"] - done["client"] >= 0.3
+    assert distributed.global_state.service is None and not jax.distributed.is_initialized()

@@ -51,7 +51,7 @@ def main(argv=None):
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
         np.savez(args.out / f"allreduce-{n}.npz", bytes=np.array(sizes), seconds=np.array(fastest))
-    jax.distributed.shutdown()
+    multihost_env.leave()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
     multihost_env.prepare()             # before ``import jax``
     import jax
     multihost_env.initialize(timeout_s=300)
+    ...                                 # the job
+    multihost_env.leave()
 
 **On a TPU slice** (the same command on every worker: ``gcloud ... ssh --worker=all``, or a GKE
 Job) :func:`prepare` does nothing and :func:`initialize` calls ``jax.distributed.initialize()``
@@ -28,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,27 @@ def initialize(timeout_s: int = 300, environ: Mapping[str, str] | None = None) -
         jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU across processes
     jax.distributed.initialize(**kwargs)
     return kwargs
+
+
+def leave(linger_s: float = 1.0) -> None:
+    """End the job on every process: a barrier, then ``jax.distributed.shutdown()``, except that
+    process 0, which hosts the coordination service, keeps the service up ``linger_s`` longer.
+
+    ``shutdown()`` stops the service as soon as every process has reached it, while a peer is
+    still cancelling its error poll; the peer then reads the closed socket as a crashed leader
+    and aborts (or hangs while aborting). Lingering lets every peer disconnect first.
+    """
+    import jax
+    from jax._src import distributed  # the service has no public handle
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices("leave")
+    state = distributed.global_state
+    service, state.service = getattr(state, "service", None), None
+    jax.distributed.shutdown()  # the client: returns once every process has called it
+    if service is not None:
+        time.sleep(linger_s)
+        service.shutdown()
 
 
 def write_shards(

@@ -67,6 +67,7 @@ def main(argv=None):
     )
     args.out.mkdir(parents=True, exist_ok=True)
     np.savez(args.out / f"keras-{rank}.npz", loss=history.history["loss"], weights=weights)
+    multihost_env.leave()
 
 
 if __name__ == "__main__":

@@ -75,8 +75,7 @@ def main(args):
     every = multihost_utils.process_allgather(mine)  # one value per process, the same on all
     print(f"median step per process (ms): {[round(float(t) * 1e3, 1) for t in every]}", flush=True)
     save_results(epath.Path(args.out), rank, state, run, start)
-    multihost_utils.sync_global_devices("done")  # nobody leaves while a peer still needs it
-    jax.distributed.shutdown()
+    multihost_env.leave()  # nobody leaves while a peer still needs it
 
 
 def read_my_shards(data, rank, n):
