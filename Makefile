@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean book test-book
+.PHONY: check-venv help setup browser run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean book test-book
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -90,7 +90,6 @@ test-unit: $(STAMP)
 NBVAL       = $(BIN)/python -m pytest --nbval --nbval-kernel-name $(KERNEL) \
               --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider
 NB_SHARD_A ?= 09 08 03 01 00
-NB_SHARD_B  = $(filter-out $(NB_SHARD_A),00 01 02 03 04 05 06 07 08 09)
 NB_ALL      = $(wildcard notebooks/[0-9]*.ipynb)
 NB_A        = $(foreach n,$(NB_SHARD_A),$(wildcard notebooks/$(n)*.ipynb))
 NB_B        = $(filter-out $(NB_A),$(NB_ALL))
@@ -106,6 +105,45 @@ else
 	  echo "nbval: shard a exited $$ra, shard b exited $$rb"; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
 endif
 
+# The course as a book: a static site in build/book/html from the stored notebooks
+# (nothing is executed), built by Jupyter Book in a venv of its own (requirements-book.txt), so
+# the learner's .venv does not grow. test-book (the end of make test's lane b) opens every page
+# in headless Chromium (Debian's package: apt-get install chromium); screenshots: build/book-shots.
+BOOK_VENV  := build/venv-book
+# The browser: Debian's Chromium (COURSE_CHROMIUM=/path names another). `make browser` installs it
+# as root with apt-get; without root or apt-get it stops at once with the command to run.
+export COURSE_CHROMIUM ?= /usr/bin/chromium
+BROWSER_INSTALL := apt-get update && apt-get install -y chromium
+BOOK_STAMP := $(BOOK_VENV)/.installed-$(shell cksum requirements-book.txt 2>/dev/null | cut -d' ' -f1)
+BOOK_TESTS := tests/book
+
+$(BOOK_STAMP): requirements-book.txt
+	@test -x $(BOOK_VENV)/bin/python || $(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_VENV)/bin/python -m pip install -q -r requirements-book.txt
+	@rm -f $(BOOK_VENV)/.installed-*
+	@touch $@
+
+BOOK_BUILD = $(BOOK_VENV)/bin/python tests/book/build_book.py
+BOOK_TEST  = $(BOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider $(BOOK_TESTS)
+book: $(BOOK_STAMP)
+	$(BOOK_BUILD)
+
+browser:
+	@test -x "$(COURSE_CHROMIUM)" && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing Chromium for the book's browser test: $(BROWSER_INSTALL)"; \
+	  log=$$(mktemp); { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } >$$log 2>&1 \
+	    || { tail -n 5 $$log; echo "Installing Chromium failed (whole log: $$log)."; exit 1; }; \
+	  rm -f $$log; test -x "$(COURSE_CHROMIUM)" || { echo "apt-get installed no $(COURSE_CHROMIUM)"; exit 1; }; \
+	else \
+	  echo "make test opens the book in headless Chromium, and there is none at $(COURSE_CHROMIUM)."; \
+	  echo "Install it (Debian or Ubuntu): sudo sh -c '$(BROWSER_INSTALL)'"; \
+	  echo "or name one: make test COURSE_CHROMIUM=/path/to/chromium"; exit 1; \
+	fi
+
+test-book: book browser
+	$(BOOK_TEST)
+
 # Everything CI runs, in two lanes side by side (2 cores): lane a runs the framework unit tests
 # (tests/jax, tests/keras, tests/tf), then nbval shard a; lane b runs the other unit tests (many of
 # them wait on processes and deadlines rather than compute), the torch_xla tests in a process of
@@ -116,36 +154,16 @@ PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 ifneq ($(NB),)
 test: test-unit test-notebooks
 else
-test: $(STAMP)
+test: $(STAMP) $(BOOK_STAMP) browser
 	@echo "two lanes side by side: [a] $(UNIT_A), nbval of $(notdir $(NB_A)); [b] the other unit tests, $(XLA_TESTS), nbval of $(notdir $(NB_B)), the book"
 	@bash -c 'set -o pipefail; s=$$(date +%s); \
 	  ( { $(PYTEST) $(UNIT_A) && $(NBVAL) -v $(NB_A); } 2>&1 | sed -u "s/^/[a] /") & a=$$!; \
 	  ( { $(PYTEST) tests $(addprefix --ignore=,$(UNIT_A) $(XLA_TESTS) $(BOOK_TESTS)) && $(PYTEST) $(XLA_TESTS) \
-	      && $(NBVAL) -v $(NB_B) && $(MAKE) --no-print-directory test-book; } 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
+	      && $(NBVAL) -v $(NB_B) && $(BOOK_BUILD) && $(BOOK_TEST); } 2>&1 | sed -u "s/^/[b] /") & b=$$!; \
 	  ra=0; wait $$a || ra=$$?; rb=0; wait $$b || rb=$$?; \
 	  echo "make test: lane a exited $$ra, lane b exited $$rb, $$(( $$(date +%s) - s )) s"; \
 	  [ $$ra -eq 0 ] && [ $$rb -eq 0 ]'
 endif
-
-# The course as a book (issue 38): a static site in build/book/html from the stored notebooks
-# (nothing is executed), built by Jupyter Book in a venv of its own (requirements-book.txt), so
-# the learner's .venv does not grow. test-book (the end of make test's lane b) opens every page
-# in headless Chromium (Debian's package: apt-get install chromium); screenshots: build/book-shots.
-BOOK_VENV  := build/venv-book
-BOOK_STAMP := $(BOOK_VENV)/.installed-$(shell cksum requirements-book.txt 2>/dev/null | cut -d' ' -f1)
-BOOK_TESTS := tests/book
-
-$(BOOK_STAMP): requirements-book.txt
-	@test -x $(BOOK_VENV)/bin/python || $(PYTHON) -m venv $(BOOK_VENV)
-	$(BOOK_VENV)/bin/python -m pip install -q -r requirements-book.txt
-	@rm -f $(BOOK_VENV)/.installed-*
-	@touch $@
-
-book: $(BOOK_STAMP)
-	$(BOOK_VENV)/bin/python tests/book/build_book.py
-
-test-book: book
-	$(BOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider $(BOOK_TESTS)
 
 # Platform matrix: every notebook run top to bottom (papermill, on this CPU) in a venv built from
 # the package versions of Colab's TPU image (Python 3.13) and of Kaggle's (Python 3.12,

@@ -98,3 +98,40 @@ def test_make_run_passes_timeout(tmp_path: Path) -> None:
     assert "--timeout 1800" in text, text + default.stderr
     custom = _make(folder, "-n", "run", "TIMEOUT=60", "NB=04")
     assert "--timeout 60 --only 04" in custom.stdout
+
+
+def test_make_test_runs_every_suite(tmp_path: Path) -> None:
+    """What `make test` and `make test-unit` run, read from make's dry run: the torch_xla tests,
+    both nbval shards (every notebook once) and the book. A misspelt variable (`$(XLA_TEST)`)
+    drops a suite silently; this fails instead."""
+    folder = _course_copy(tmp_path, None)
+    shutil.copytree(ROOT / "notebooks", folder / "notebooks", symlinks=True)
+    shutil.copy(ROOT / "requirements-book.txt", folder / "requirements-book.txt")
+    unit = _make(folder, "-n", "test-unit").stdout
+    assert "-m pytest tests/torch" in unit and "--ignore=tests/torch" in unit, unit
+    full = _make(folder, "-n", "test", "COURSE_CHROMIUM=/bin/sh").stdout
+    assert "&& .venv/bin/python -m pytest -p no:cacheprovider tests/torch" in full, full
+    assert "tests/book/build_book.py && build/venv-book/bin/python -m pytest" in full
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    shown = [n for n in notebooks if full.count(f"notebooks/{n}") == 1]
+    assert shown == notebooks, f"each notebook once in make test's nbval shards: {full}"
+
+
+def test_no_browser_stops_at_once_with_the_command(tmp_path: Path) -> None:
+    """A fresh machine without Chromium, not root (or no apt-get): make test stops before any
+    install or test, in seconds, and says the one command to run."""
+    folder = _course_copy(tmp_path, None)
+    fake_bin = tmp_path / "bin"  # `id -u` says 1000: not root
+    fake_bin.mkdir()
+    (fake_bin / "id").write_text("#!/bin/sh\necho 1000\n")
+    (fake_bin / "id").chmod(0o755)
+    env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(folder), "browser", "COURSE_CHROMIUM=/nonexistent/chromium"],
+        capture_output=True, text=True, timeout=30, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "there is none at /nonexistent/chromium" in proc.stdout, proc.stdout + proc.stderr
+    assert "apt-get update && apt-get install -y chromium" in proc.stdout
+    ok = _make(folder, "browser", "COURSE_CHROMIUM=/bin/sh")
+    assert ok.returncode == 0 and ok.stdout == "", ok.stdout + ok.stderr
