@@ -378,3 +378,21 @@ def test_mfu_divides_every_dtype_by_one_ceiling():
         result.variants, result.seconds, {"1 chip": (1.0,), "8 chips": (8.0,)}
     )
     assert many.ceiling("1 chip") == 1.0 and many.ceiling("8 chips") == 8.0
+
+
+@pytest.mark.parametrize("rounds", [7, 9])
+@given(data=st.data())
+def test_the_table_states_the_coverage_of_every_verdict(rounds, data):
+    """At 7 and 9 rounds a lower confidence gives another interval (7: the second and sixth of
+    seven ratios at 87.5 % instead of all seven at 98.4 %): the verdict must use the interval the
+    table's coverage line describes, at compare.CONFIDENCE."""
+    seconds = st.lists(st.floats(0.5, 2.0), min_size=rounds, max_size=rounds)
+    result = compare.Comparison(
+        (Variant("a", lambda: None), Variant("b", lambda: None)),
+        {"a": tuple(data.draw(seconds)), "b": tuple(data.draw(seconds))},
+    )
+    verdict = result.verdict("b", "a")
+    assert f"intervals: {verdict.coverage:.1%} coverage each ({rounds} rounds)" in result.table()
+    ratios = [a / b for a, b in zip(result.seconds["a"], result.seconds["b"], strict=True)]
+    assert (verdict.low, verdict.high) == median_interval(ratios, compare.CONFIDENCE)[:2]
+    assert verdict.coverage >= compare.CONFIDENCE

@@ -53,6 +53,7 @@ VERDICT_VALUES = {FASTER: 1.0, EQUAL: 0.0, SLOWER: -1.0, CANNOT_TELL: 0.5}
 VERDICT_UNIT = "verdict (+1 faster, -1 slower, 0 equal within the threshold, 0.5 cannot tell)"
 # A verdict needs the whole interval beyond 5 % either way unless a comparison raises the bar.
 DEFAULT_THRESHOLD = 0.05
+CONFIDENCE = 0.9  # every verdict's interval and the coverage the table states: one figure
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,9 @@ class Variant:
     sync: Callable[[], object] | None = None
 
 
-def median_interval(values: Sequence[float], confidence: float = 0.9) -> tuple[float, float, float]:
+def median_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
     """A distribution-free interval for the median of ``values``: ``(low, high, coverage)``.
 
     The narrowest symmetric pair of order statistics whose coverage (from the binomial
@@ -213,7 +216,7 @@ class Comparison:
         wa, wb = self._variant(a).work, self._variant(b).work
         pairs = zip(self.seconds[a], self.seconds[b], strict=True)
         ratios = [(y / wb) / (x / wa) for x, y in pairs]
-        low, high, coverage = median_interval(ratios)
+        low, high, coverage = median_interval(ratios, CONFIDENCE)
         ratio = statistics.median(ratios)
         return Verdict(a, b, ratio, low, high, coverage, len(ratios), self.threshold)
 
@@ -232,7 +235,7 @@ class Comparison:
                 f"{ratio:>{len(head)}}"
             )
         rounds = len(self.seconds[baseline])
-        coverage, pairs = median_interval([1.0] * rounds)[2], len(self.variants) - 1
+        coverage, pairs = median_interval([1.0] * rounds, CONFIDENCE)[2], len(self.variants) - 1
         lines.append(
             "paired: the median of the per-round ratios (what the verdict uses); the ratio of the "
             "median rates can differ when rounds are noisy."
