@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
 import pytest
 
 from utils import flops, mfu, roofline
+
+
+def _cpu(peak_flops: float, bandwidth: float) -> roofline.Machine:
+    return roofline.Machine("this CPU", peak_flops, bandwidth)  # no MXU: nothing padded
 
 
 def _small_net() -> list[flops.LayerCost]:
@@ -59,7 +59,7 @@ def test_parameter_count_and_mxu_fill() -> None:
     # seed CNN: 896 + 18,496 + 36,928 + 65,600 + 650 = 122,570 parameters (Keras' summary)
     assert roofline.parameter_count(flops.seed_cnn_costs(1)) == 122_570
     layers = flops.seed_cnn_costs(8)
-    on_cpu = roofline.predict_step(layers, roofline.cpu_machine(1e12, 1e11), batch=8)
+    on_cpu = roofline.predict_step(layers, _cpu(1e12, 1e11), batch=8)
     assert all(lt.mxu_fill == 1.0 for lt in on_cpu.layers)  # no tile, no padding
     on_v6e = roofline.predict_step(layers, roofline.PUBLISHED["v6e"], batch=8)
     # conv2: K = 3 x 3 x 32 = 288, N = 64 on 256 x 256 tiles
@@ -89,7 +89,7 @@ def test_predict_step_is_the_sum_of_per_layer_maxima() -> None:
 def test_mfu_uses_the_machines_own_peak() -> None:
     layers = flops.seed_cnn_costs(16)
     for peak in (50e9, 100e9):
-        pred = roofline.predict_step(layers, roofline.cpu_machine(peak, 10e9), batch=16)
+        pred = roofline.predict_step(layers, _cpu(peak, 10e9), batch=16)
         expected = mfu.training_flops(layers) / pred.step_s / peak
         assert f"MFU {roofline.sig(expected * 100)}%" in pred.table()
 
@@ -111,15 +111,6 @@ def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
     assert by_name["conv1"].compute_s == pytest.approx(
         by_name["conv1"].flops / (197e12 * 27 / 128 * 32 / 128)
     )
-
-
-def test_resnet50_matches_the_usual_figures() -> None:
-    layers = roofline.resnet50_costs(1)
-    forward = sum(c.flops for c in layers)
-    assert forward == pytest.approx(8.2e9, rel=0.03)  # ~4.1 GMAC per 224x224 image
-    # conv + fc weights (batch-norm scales not counted): ~25.5 M
-    assert roofline.parameter_count(layers, bias=False) + 1000 == pytest.approx(25.5e6, rel=0.02)
-    assert layers[0].output_shape == (1, 112, 112, 64) and layers[-1].output_shape == (1, 1000)
 
 
 def test_one_backward_rule() -> None:
@@ -158,50 +149,14 @@ def test_tile_padding_pads_the_last_two_dims_to_8_by_128() -> None:
     padded = (8 * 128 + 40 * 128) / (2 * 5 + 36 * 5)
     assert roofline.padded_bytes(dense) == round(dense.bytes * padded)
     # a CPU pads nothing
-    cpu = roofline.predict_step([dense], roofline.cpu_machine(1e9, 1e9), batch=2)
+    cpu = roofline.predict_step([dense], _cpu(1e9, 1e9), batch=2)
     assert cpu.layers[0].bytes == 2 * dense.bytes  # first layer: forward + weight gradient
 
 
-def test_calibration_and_band_without_a_fitted_factor() -> None:
-    cal = roofline.calibration()
-    assert 0.2 < cal.ratio < 1.0  # the roofline is a best case for the published run
-    assert cal.published_per_chip == pytest.approx(90 * 1_281_167 / (17 * 3600) / 4)
-    assert cal.ratio == pytest.approx(cal.published_per_chip / cal.prediction.images_per_s)
-    assert cal.text().startswith("tensorflow/tpu: 470 images/s per chip against ")
-    v5e = roofline.PUBLISHED["v5e"]
-    layers = flops.seed_cnn_costs(128, dtype_bytes=2)
-    best = roofline.predict_step(layers, v5e, batch=128, host_s=1e-3)
-    worst = roofline.predict_step(layers, v5e, batch=128, host_s=2e-3)
-    band = roofline.band(best, cal, worst=worst)
-    assert band.high == pytest.approx(128 / max(1e-3, best.device_s))  # overlapped
-    assert band.low == pytest.approx(128 / (2e-3 + worst.device_s))  # no overlap, slow host
-    assert band.low < band.high and "https://" in band.high_source
-    assert "no overlap" in band.low_source and "ratio 0.45" in band.low_source
-    assert roofline.band(best).low == pytest.approx(128 / best.serial_s)
-    assert band.text().endswith("images/s")
-
-
-def test_the_model_against_a_measured_run_is_a_ratio() -> None:
-    pred = roofline.predict_step(flops.seed_cnn_costs(8), roofline.cpu_machine(1e11, 1e10), batch=8)
-    here = roofline.against(pred, pred.images_per_s / 2, "this CPU, measured")
-    assert here.ratio == pytest.approx(0.5)
-    assert here.text().startswith("this CPU: ") and here.text().endswith("ratio 0.50")
-
-
-def test_describe_and_table_say_what_the_figures_are() -> None:
-    assert "ridge 241 FLOP/byte" in roofline.PUBLISHED["v5e"].describe()
+def test_table_says_what_the_figures_are() -> None:
     layers = flops.seed_cnn_costs(8)
     table = roofline.predict_step(layers, roofline.PUBLISHED["v5e"], batch=8).table()
     assert "host not measured" in table and "0.000 ms" not in table
     assert "padded to (8, 128)" in table
     measured = roofline.predict_step(layers, roofline.PUBLISHED["v5e"], batch=8, host_s=3.3e-6)
     assert "host 0.0033 ms" in measured.table()  # two significant figures, never "0.00"
-
-
-def test_plot_bands_draws_one_range_per_chip_and_rung() -> None:
-    band = roofline.Band(10.0, 20.0, "low", "high")
-    fig = roofline.plot_bands(
-        ["a", "b"], [1.0, 2.0], [(0.9, 1.1), (1.8, 2.2)], {"v5e": [band, band], "v6e": [band, band]}
-    )
-    ax = fig.axes[0]
-    assert len(ax.patches) == 4 and ax.get_yscale() == "log"

@@ -117,24 +117,6 @@ def test_op_kind() -> None:
     assert ts.op_kind("a.b.3") == "a.b"
 
 
-def test_trace_summary_reads_torch_xla_traces(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no trace file"):
-        ts.summarize(tmp_path)
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    events = [
-        {"ph": "X", "name": "train_step", "dur": 3000.0},
-        {"ph": "X", "name": "train_step", "dur": 1000.0},
-        {"ph": "X", "name": "Compile", "dur": 2500.0},
-        {"ph": "M", "name": "process_name", "args": {"name": "/host:CPU"}},
-    ]
-    with gzip.open(folder / "host.trace.json.gz", "wt") as fh:
-        json.dump({"traceEvents": events}, fh)
-    summary = ts.summarize(tmp_path, top=5)
-    assert summary["events"] == 3 and summary["file"] == "host.trace.json.gz"
-    assert summary["top"] == [("train_step", 2, 4.0), ("Compile", 1, 2.5)]
-
-
 TPU_EVENTS = [
     {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:TPU:0"}},
     {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},

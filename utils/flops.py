@@ -53,11 +53,6 @@ def _weighted(
     return LayerCost(name, flops, dtype_bytes * (inputs + weights + m * n), shape, mkn)
 
 
-def matmul_cost(m: int, k: int, n: int, *, dtype_bytes: int = 4, name: str = "matmul") -> LayerCost:
-    """``(m, k) @ (k, n)``: ``2*m*k*n`` FLOPs; reads both operands, writes the result."""
-    return _weighted(name, (m, k, n), m * k, (m, n), False, dtype_bytes)
-
-
 def conv2d_cost(
     input_shape: tuple[int, int, int],
     filters: int,

@@ -1,6 +1,6 @@
 """A roofline step-time model: predict a training step from FLOPs, bytes and host time.
 
-Framework-free (plain arithmetic; matplotlib only inside :func:`plot_bands`). Layer by layer::
+Framework-free (plain arithmetic). Layer by layer::
 
     layer time  = max(FLOPs / (peak x MXU fill),  padded bytes / memory bandwidth)
     device time = sum of layer times + optimizer update
@@ -18,12 +18,10 @@ Framework-free (plain arithmetic; matplotlib only inside :func:`plot_bands`). La
 - **Host time per step**: Keras' loop, slicing batches, the call into the step: measured and
   passed in, never assumed. Under asynchronous dispatch the host prepares the next step while
   the device runs this one, so a step costs about the larger of the two; the sum is the bound
-  for no overlap at all. A :class:`Band` spans the two.
+  for no overlap at all (:attr:`StepPrediction.serial_s`).
 
-Machines: :data:`PUBLISHED` (one chip of each generation in :data:`utils.mfu.TPU_CHIPS`) and
-:func:`cpu_machine` (figures measured in the same run). The model's error is a ratio, measured
-or published throughput over predicted: against this machine (:func:`against`) and against a
-published run (:func:`calibration`); nothing is fitted to either.
+Machines: :data:`PUBLISHED`, one chip of each generation in :data:`utils.mfu.TPU_CHIPS`, or any
+:class:`Machine` built from figures measured in the same run. Nothing is fitted to a measurement.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from utils import mfu as mfu_mod
-from utils.flops import LayerCost, conv2d_cost, dense_cost, elementwise_cost, maxpool2d_cost
+from utils.flops import LayerCost
 from utils.systolic import padding_efficiency
 
 ADAM_BYTES_PER_PARAM = 7 * 4
@@ -65,13 +63,6 @@ class Machine:
     def ridge(self) -> float:
         """Arithmetic intensity (FLOP/byte) above which a layer is compute-bound."""
         return self.peak_flops / self.bandwidth
-
-    def describe(self) -> str:
-        return (
-            f"{self.name}: {self.peak_flops / 1e12:,.3g} TFLOP/s, {self.bandwidth / 1e9:,.4g} GB/s"
-            f" (ridge {self.ridge:,.0f} FLOP/byte)"
-            + (f", MXU {self.mxu}x{self.mxu}" if self.mxu else "")
-        )
 
 
 _ARCHITECTURE = "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm"
@@ -112,11 +103,6 @@ def padded_bytes(cost: LayerCost, tile: tuple[int, int] = TPU_TILE) -> int:
     tensors = [cost.output_shape] + ([cost.matmul[1:]] if cost.matmul else [])
     plain = sum(math.prod(t) for t in tensors)
     return round(cost.bytes * sum(tile_padded(t, tile) for t in tensors) / plain)
-
-
-def cpu_machine(peak_flops: float, bandwidth: float) -> Machine:
-    """This machine, from its matmul rate and copy bandwidth measured *in the same run*."""
-    return Machine("this CPU", float(peak_flops), float(bandwidth), source="measured in this run")
 
 
 def training_costs(layers: Sequence[LayerCost]) -> list[LayerCost]:
@@ -241,160 +227,3 @@ def predict_step(
     optimizer_s = parameter_count(layers) * ADAM_BYTES_PER_PARAM / machine.bandwidth
     flops = mfu_mod.training_flops(layers)
     return StepPrediction(machine, batch, tuple(times), optimizer_s, host_s, flops)
-
-
-@dataclass(frozen=True)
-class Band:
-    """A prediction as a range: ``low`` to ``high`` (images/s), with where each end comes from."""
-
-    low: float
-    high: float
-    low_source: str
-    high_source: str
-
-    def text(self, unit: str = "images/s") -> str:
-        return f"{sig(self.low)}-{sig(self.high)} {unit}"
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The roofline against a real run: ``ratio`` = measured (or published) / predicted
-    throughput; below 1 the model was optimistic."""
-
-    ratio: float
-    predicted_per_chip: float
-    published_per_chip: float
-    source: str
-    prediction: StepPrediction
-
-    def text(self) -> str:
-        """The model's error in one line."""
-        return (
-            f"{self.source.split(',')[0]}: {sig(self.published_per_chip)} images/s per chip "
-            f"against {sig(self.predicted_per_chip)} predicted, ratio {sig(self.ratio)}"
-        )
-
-
-RESNET50_SOURCE = (
-    "tensorflow/tpu, models/official/resnet/README.md (commit 11a028bf): ResNet-50 on "
-    "ImageNet, batch 1024 on a single Cloud TPU (our reading: a v2-8, 4 chips), 90 epochs, "
-    "'above 76% accuracy in around 17 hours (including evaluation time every "
-    "--steps_per_eval steps)'"
-)
-
-
-def against(pred: StepPrediction, measured_per_chip: float, source: str) -> Calibration:
-    """The prediction ``pred`` against a run that reached ``measured_per_chip`` images/s."""
-    return Calibration(
-        measured_per_chip / pred.images_per_s, pred.images_per_s, measured_per_chip, source, pred
-    )
-
-
-def calibration() -> Calibration:
-    """Predict a published TPU run of a CNN (:data:`RESNET50_SOURCE`: 90 epochs of ImageNet,
-    1,281,167 images, in ~17 h on 4 v2 chips at batch 1024) and compare (:func:`against`).
-
-    A ratio below 1 is what a roofline should give (it is a best case, and the published time
-    includes evaluation and input); it is reported, never used to scale a prediction.
-    """
-    per_chip = 1024 // 4
-    pred = predict_step(resnet50_costs(per_chip), PUBLISHED["v2"], batch=per_chip)
-    return against(pred, 90 * 1_281_167 / (17 * 3600.0) / 4, RESNET50_SOURCE)
-
-
-def band(
-    best: StepPrediction, cal: Calibration | None = None, *, worst: StepPrediction | None = None
-) -> Band:
-    """From the no-overlap bound (host + device, with ``worst``'s host time, default ``best``'s)
-    to the overlapped step (``max(host, device)``) of ``best``, in images/s. ``cal``, when
-    given, is named in the low end's source (its ratio is not applied)."""
-    slow = worst or best
-    seen = f"; the model against {cal.text()}" if cal is not None else ""
-    return Band(
-        slow.batch / slow.serial_s,
-        best.images_per_s,
-        f"no overlap: host + device time{seen}",
-        f"roofline on {best.machine.name}: {best.machine.source}",
-    )
-
-
-def resnet50_costs(batch: int = 1, *, image: int = 224, dtype_bytes: int = 2) -> list[LayerCost]:
-    """ResNet-50 v1.5 (stride 2 in the 3x3 conv of each first block), layer by layer.
-
-    Convolutions without bias, each followed by batch norm + ReLU as one element-wise layer
-    (XLA fuses them: reads twice, writes once, ~5 FLOPs per element); the shortcut add (+ ReLU)
-    is another. About 4.1 GMAC (8.2 GFLOP) forward per 224x224 image, the usual figure.
-    """
-    kw = {"batch": batch, "dtype_bytes": dtype_bytes}
-    layers: list[LayerCost] = []
-
-    def add(n: int, flops: int, name: str, inputs: int = 2) -> None:  # an element-wise layer
-        ew = {"inputs": inputs, "flops_per_element": flops, "dtype_bytes": dtype_bytes}
-        layers.append(elementwise_cost(n, name=name, **ew))
-
-    def conv(shape, filters, size, stride, name):  # a conv, then its batch norm + ReLU
-        c = conv2d_cost(shape, filters, size, stride=stride, padding="same", bias=False, **kw)
-        layers.append(replace(c, name=name))
-        add(math.prod(c.output_shape), 5, f"{name}_bn")
-        return c.output_shape[1:]
-
-    layers.append(maxpool2d_cost(conv((image, image, 3), 64, 7, 2, "stem"), 2, **kw, name="pool"))
-    shape = layers[-1].output_shape[1:]  # 3x3/2 'same' in the model; 2x2/2 moves the same bytes
-    for stage, (blocks, mid, out, stride) in enumerate(
-        ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)), start=2
-    ):
-        for b in range(blocks):
-            s, tag = (stride if b == 0 else 1), f"s{stage}b{b + 1}"
-            if b == 0:
-                conv(shape, out, 1, s, f"{tag}_proj")
-            inner = conv(conv(shape, mid, 1, 1, f"{tag}_1x1a"), mid, 3, s, f"{tag}_3x3")
-            shape = conv(inner, out, 1, 1, f"{tag}_1x1b")
-            add(batch * math.prod(shape), 2, f"{tag}_add")
-    add(batch * math.prod(shape), 1, "avg_pool", inputs=1)
-    layers.append(dense_cost(shape[2], 1000, name="fc", **kw))
-    return layers
-
-
-def plot_bands(
-    names: Sequence[str],
-    measured: Sequence[float],
-    measured_spread: Sequence[tuple[float, float]],
-    bands: dict[str, Sequence[Band]],
-    *,
-    machine: str = "this CPU",
-):
-    """Per rung: each chip's predicted range (a floating bar from ``low`` to ``high``) beside the
-    rate measured here (a dot at the median, whiskers at the IQR), on one log axis.
-
-    ``bands`` maps a chip's label (e.g. ``"v5e-1 (predicted)"``) to one :class:`Band` per rung.
-    """
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    n = len(names)
-    fig, ax = plt.subplots(figsize=(11, 4.6))
-    width = 0.8 / (len(bands) + 1)
-    for i, (label, chip_bands) in enumerate(bands.items()):
-        xs = [x - 0.4 + width * (i + 0.5) for x in range(n)]
-        lows, highs = [b.low for b in chip_bands], [b.high for b in chip_bands]
-        spans = [hi - lo for lo, hi in zip(lows, highs, strict=True)]
-        ax.bar(xs, spans, width * 0.9, bottom=lows, label=f"{label}: predicted range", alpha=0.6)
-        for x, lo, hi in zip(xs, lows, highs, strict=True):
-            ax.annotate(f"{sig(lo)}-\n{sig(hi)}", (x, hi), ha="center", va="bottom", fontsize=6)
-    xs = [x + 0.4 - width / 2 for x in range(n)]  # the last slot: this machine's measurement
-    (lo, hi), m = np.transpose(measured_spread), np.asarray(measured)
-    label = f"{machine}: measured (median, IQR)"
-    ax.errorbar(xs, m, yerr=[m - lo, hi - m], fmt="o", color="black", capsize=3, label=label)
-    for x, m in zip(xs, measured, strict=True):
-        ax.annotate(
-            sig(m), (x, m), xytext=(0, -12), textcoords="offset points", ha="center", fontsize=6
-        )
-    ax.set_yscale("log")
-    bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top * 10)  # a decade of headroom: the legend sits above the bars
-    ax.set_ylabel("training images/s (log scale)")
-    ax.set_xticks(list(range(n)), names, rotation=20, ha="right", fontsize=8)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("What to expect on a TPU, next to what this machine measured")
-    fig.tight_layout()
-    return fig

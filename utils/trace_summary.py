@@ -74,19 +74,17 @@ def top_ops(
     top: int | None = 10,
     module: str | None = None,
     by_kind: bool = False,
-    key: str | None = "hlo_op",
 ) -> list[OpStat]:
-    """Total time per op over complete events naming one in ``args[key]``, largest first.
+    """Total time per op over complete events naming one in ``args["hlo_op"]``, largest first.
 
-    ``key=None``: the event's own name (any profiler's events). ``module``: only ops of programs
-    whose ``hlo_module`` contains it. ``by_kind``: ``fusion.1``, ``fusion.2`` count as ``fusion``.
-    ``top``: how many rows (None: all).
+    ``module``: only ops of programs whose ``hlo_module`` contains it. ``by_kind``: ``fusion.1``,
+    ``fusion.2`` count as ``fusion``. ``top``: how many rows (None: all).
     """
     totals: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     for event in events:
         args = event.get("args") or {}
-        raw = event.get("name") if key is None else args.get(key)
+        raw = args.get("hlo_op")
         in_module = module is None or module in str(args.get("hlo_module", ""))
         if event.get("ph") != "X" or raw is None or not in_module:
             continue
@@ -96,15 +94,6 @@ def top_ops(
     grand = sum(totals.values()) or 1.0
     ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
     return [OpStat(n, calls[n], t, t / grand) for n, t in ranked][:top]
-
-
-def summarize(log_dir: str | Path, *, top: int = 8) -> dict[str, Any]:
-    """The newest trace under ``log_dir`` in brief: ``file``, ``events`` (complete events) and
-    ``top``: ``(name, calls, total ms)`` of the event names with the most time."""
-    path = find_trace_file(log_dir)
-    events = [e for e in load_events(path) if e.get("ph") == "X"]
-    rows = [(s.name, s.calls, s.total_us / 1000.0) for s in top_ops(events, top=top, key=None)]
-    return {"file": path.name, "events": len(events), "top": rows}
 
 
 _INSTRUCTION = re.compile(
