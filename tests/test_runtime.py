@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from utils import runtime
 from utils.runtime import Runtime, TPUInfo, as_dict, describe, detect, parse_cpuinfo
@@ -402,3 +404,52 @@ def test_colab_tpu_addr_alone_is_not_a_tpu(tmp_path: Path) -> None:
     assert (rt.platform, rt.accelerator, rt.tpu) == ("local", "cpu", None)
     rt = detect(env={"TPU_NAME": "local"}, root=fake_root(tmp_path), run=None, frameworks={})
     assert rt.tpu == TPUInfo()
+
+
+@pytest.mark.parametrize(
+    ("env", "meaning"),
+    [
+        ({"COLAB_TPU_ADDR": "10.1.2.3:8470"}, "the address of a TPU Node"),
+        ({"COLAB_TPU_ADDR": "10.1.2.3:8470", "COLAB_GPU": "0"}, "retired"),  # on Colab
+        ({"TPU_NAME": "my-tpu"}, "names a Cloud TPU on another machine, for TensorFlow's"),
+    ],
+)
+def test_a_remote_tpu_variable_without_chips_says_what_it_means(
+    tmp_path: Path, env: dict[str, str], meaning: str
+) -> None:
+    """Set, with no chip on this host: a hint says what the variable means today (a retired TPU
+    Node's address, or a Cloud TPU named for TensorFlow's resolver) and points to notebook 01."""
+    rt = detect(env=env, root=fake_root(tmp_path), run=None, frameworks={})
+    assert rt.accelerator == "cpu" and rt.hints[0].startswith("No accelerator")
+    variable = next(iter(env))
+    hint = hint_with(rt, f"{variable}={env[variable]!r}")
+    assert meaning in hint and "notebook 01" in hint and "no TPU chips are on this host" in hint
+    assert rt.hints.index(hint) == 1  # right after the accelerator line
+    assert hint in describe(rt).replace("\n" + " " * 16, " ")
+
+
+def test_a_remote_tpu_variable_beside_local_chips_adds_nothing(tmp_path: Path) -> None:
+    env = {"COLAB_TPU_ADDR": "10.1.2.3:8470", "TPU_NAME": "local", "TPU_ACCELERATOR_TYPE": "v5e-8"}
+    rt = detect(env=env, root=fake_root(tmp_path, tpu_pci(8)), run=None, frameworks={})
+    assert rt.accelerator == "tpu"
+    assert not any("COLAB_TPU_ADDR" in h or "TPU_NAME" in h for h in rt.hints)
+
+
+words = st.lists(st.text("ab{}'", min_size=1, max_size=12), min_size=1, max_size=40)
+lines = st.lists(words.map(" ".join), min_size=1, max_size=3).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines, st.integers(8, 200))
+def test_error_line_is_the_first_line_cut_at_a_word(message: str, width: int) -> None:
+    first = message.split("\n")[0]
+    line = runtime.error_line(message, width)
+    assert len(line) <= width
+    if len(first) <= width:
+        assert line == first
+    else:
+        kept = line.removesuffix(" ...")
+        assert line.endswith(" ...") and first.startswith(kept)
+        cut_at_a_word = first[len(kept) :].startswith(" ") or " " not in first[: width - 3]
+        assert cut_at_a_word, (first, line)
+    assert runtime.error_line(ValueError("no\nmore")) == "ValueError: no"

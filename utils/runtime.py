@@ -35,6 +35,7 @@ __all__ = [
     "as_dict",
     "describe",
     "detect",
+    "error_line",
     "parse_cpuinfo",
     "try_resolver",
 ]
@@ -290,6 +291,25 @@ def _accelerator_hint(platform: str, tpu: TPUInfo | None, gpus: tuple[str, ...],
     )
 
 
+def _remote_tpu_hints(env: Mapping[str, str], tpu: TPUInfo | None) -> list[str]:
+    """What ``COLAB_TPU_ADDR`` or ``TPU_NAME`` means today, where one is set and no TPU is here."""
+    if tpu is not None:
+        return []
+    here = "no TPU chips are on this host: notebook 01 shows how to get onto a TPU today."
+    hints = []
+    if addr := env.get("COLAB_TPU_ADDR", "").strip():
+        hints.append(
+            f"COLAB_TPU_ADDR={addr[:60]!r} is the address of a TPU Node, a TPU on another machine "
+            f"that Google retired (end of life 2025-04-25; no runtime sets it now), and {here}"
+        )
+    if name := env.get("TPU_NAME", "").strip():
+        hints.append(
+            f"TPU_NAME={name[:60]!r} names a Cloud TPU on another machine, for TensorFlow's "
+            f"TPUClusterResolver, and {here}"
+        )
+    return hints
+
+
 # Variables only the hosted notebook services set.
 _PLATFORM_MARKERS = {
     "colab": ("COLAB_RELEASE_TAG", "COLAB_BACKEND_VERSION", "COLAB_JUPYTER_IP", "COLAB_GPU",
@@ -329,7 +349,12 @@ def detect(
     cores = _cpu_cores(root, cpuinfo)
     versions = _installed_versions() if frameworks is None else frameworks
     fw = {name: versions.get(name) or None for name in FRAMEWORKS}
-    hints = [_accelerator_hint(platform, tpu, gpus, cores), *hints, *_framework_hints(tpu, fw)]
+    hints = [
+        _accelerator_hint(platform, tpu, gpus, cores),
+        *_remote_tpu_hints(env, tpu),
+        *hints,
+        *_framework_hints(tpu, fw),
+    ]
     accelerator = "tpu" if tpu is not None else "gpu" if gpus else "cpu"
     return Runtime(
         platform, accelerator, tpu, gpus, cpu_model, cores, cpu_features, fw, tuple(hints)
@@ -365,13 +390,12 @@ result = {"error": f"no answer within {sys.argv[2]} s"}
 
 def attempt():
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=sys.argv[1])
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=sys.argv[1] or None)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         result["error"] = None
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        result["error"] = f"{type(exc).__name__}: {first[:160]}"
+        result["error"] = f"{type(exc).__name__}: {exc}"
 
 thread = threading.Thread(target=attempt, daemon=True)
 thread.start()
@@ -381,22 +405,35 @@ os._exit(0)
 """
 
 
-def try_resolver(tpu: str = "local", *, timeout_s: float = 60.0) -> str | None:
-    """Resolve, connect to and initialise ``tpu`` with TensorFlow in a fresh process.
+def error_line(error: BaseException | str, width: int = 160) -> str:
+    """An error's first line (``Type: message`` for an exception), cut at a word to at most
+    ``width`` characters, ending in " ..." when cut (TensorFlow appends attributes in no fixed
+    order, so a stored output keeps only the start)."""
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+    first = (text.strip().splitlines() or [""])[0].rstrip()
+    if len(first) <= width:
+        return first
+    space = first.rfind(" ", 0, width - 3)  # the last word that leaves room for " ..."
+    return first[: space if space > 0 else width - 4].rstrip() + " ..."
 
-    Returns None if that worked, else the error's first line cut to 160 characters (TensorFlow
-    appends attributes in no fixed order): ``"NotFoundError: ..."``, ``"no answer within 5.0 s"``.
-    The TPU steps get ``timeout_s``, importing TensorFlow :data:`IMPORT_ALLOWANCE_S` more. Call
-    it before this process imports TensorFlow: on a TPU VM the first process to start a
-    framework on the chips owns them.
+
+def try_resolver(tpu: str | None = "local", *, timeout_s: float = 60.0) -> str | None:
+    """Resolve, connect to and initialise ``tpu`` with TensorFlow in a fresh process; ``None``
+    tries a bare ``TPUClusterResolver()``, which looks for a TPU name in the environment.
+
+    Returns None if that worked, else the error's first line (:func:`error_line`):
+    ``"NotFoundError: ..."``, ``"no answer within 5.0 s"``. The TPU steps get ``timeout_s``,
+    importing TensorFlow :data:`IMPORT_ALLOWANCE_S` more. Call it before this process imports
+    TensorFlow: on a TPU VM the first process to start a framework on the chips owns them.
     """
     try:
         done = fresh_process.run_python(
-            ["-c", _TRIAL, tpu, str(timeout_s)],
+            ["-c", _TRIAL, tpu or "", str(timeout_s)],
             env={"TF_CPP_MIN_LOG_LEVEL": "3"},
             timeout_s=timeout_s + IMPORT_ALLOWANCE_S,
         )
-        return fresh_process.result_of(done.stdout)["error"]
+        error = fresh_process.result_of(done.stdout)["error"]
+        return None if error is None else error_line(error)
     except fresh_process.FreshProcessError as exc:
         return f"the trial process failed: {str(exc).strip().splitlines()[-1]}"
 
