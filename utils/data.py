@@ -1,7 +1,7 @@
 """CIFAR-10 for the course: the real data set when it is available, an announced stand-in when not.
 
 Framework-free (numpy only), so the PyTorch notebooks can use it without importing TensorFlow
-(on a TPU VM, importing TensorFlow grabs the TPU). Only ``source="keras"`` imports Keras.
+(on a TPU VM, importing TensorFlow grabs the TPU); no ``source`` imports Keras either.
 
 Where the real data comes from, in order:
 
@@ -17,7 +17,9 @@ Where the real data comes from, in order:
    asked for") and the shortfall is printed.
 2. A download from the CIFAR-10 home page into that same cache, checked against the SHA-256 that
    Keras' own loader uses, when the network is reachable (``offline=False``, or a bounded probe).
-3. ``source="keras"``: ``keras.datasets.cifar10.load_data()`` exactly as the seed does.
+
+``source="keras"`` is ``"cifar10"``: the files the seed's ``keras.datasets.cifar10.load_data()``
+downloads and reads, found and read here as above.
 
 Offline means reproducible: with ``offline=True`` or ``COURSE_OFFLINE=1`` (``make test``, ``make
 refresh``, CI, this course's reference machine) ``source="auto"`` returns a deterministic synthetic
