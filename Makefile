@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # contact no address but 127.0.0.1. `make run` probes the network (bounded) and uses real data.
 test test-unit test-notebooks refresh: export COURSE_OFFLINE = 1
 
-.PHONY: check-venv help setup browser run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice set-repo-url sync-setup set-ref status clean book test-book
+.PHONY: check-venv help setup browser run test test-unit test-notebooks test-platforms platform-venv lint format refresh bench twice stress-multihost set-repo-url sync-setup set-ref status clean book test-book
 
 help:
 	@echo "make run      execute every notebook with papermill into build/ (NB=04 for one, PARAMS=... to override,"
@@ -37,6 +37,7 @@ help:
 	@echo "make refresh  re-execute notebooks in place so stored outputs match the code (NB=04 for one)"
 	@echo "make bench    the training ladder on Keras + JAX: a verdict, interval and coverage per rung"
 	@echo "make twice NB=09  run a notebook twice (second time beside a CPU hog); fail on opposite verdicts"
+	@echo "make stress-multihost RUNS=20 HOG=2  08's multi-host jobs many times beside a CPU hog; fail on a hang"
 	@echo "make set-repo-url REPO=owner/name   rewrite every Colab link and set-up cell"
 	@echo "make sync-setup      rewrite every notebook's set-up cell to CONTRIBUTING.md's"
 	@echo "make set-ref REF=v1.0  set COURSE_REF (the course code a notebook fetches on Colab/Kaggle), then sync-setup"
@@ -223,6 +224,13 @@ bench: $(STAMP)
 twice: $(STAMP)
 	@test -n "$(NB)" || (echo "usage: make twice NB=09" && exit 2)
 	COURSE_OFFLINE=1 $(BIN)/python -m tests.tools.twice $(NB) --kernel $(KERNEL)
+
+# Maintainer check: 08's Keras and JAX multi-host jobs RUNS times each beside HOG busy processes;
+# fails if any job fails or hangs (each still ends at its timeout, with its processes' last lines).
+RUNS ?= 20
+HOG  ?= 2
+stress-multihost: $(STAMP)
+	COURSE_OFFLINE=1 $(BIN)/python -m tests.tools.stress_multihost --runs $(RUNS) --hog $(HOG)
 
 set-repo-url: $(STAMP)
 	@test -n "$(REPO)" || (echo "usage: make set-repo-url REPO=owner/name" && exit 2)

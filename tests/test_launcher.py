@@ -198,3 +198,28 @@ def _parent_of(pid: int) -> int | None:
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def test_a_taken_coordinator_port_starts_the_job_again_on_another(tmp_path):
+    """Another program can take the port between free_port() and the coordinator's bind (seen
+    in 08: process 0 logged the bind failure and died of SIGSEGV). The job restarts on a new
+    port, and every process is told to bind 127.0.0.1 only."""
+    marker = tmp_path / "first-port"
+    code = textwrap.dedent(f"""
+        import os, pathlib, sys
+        rank, address = os.environ["COURSE_PROCESS_ID"], os.environ["COURSE_COORDINATOR"]
+        assert os.environ["JAX_COORDINATOR_BIND_ADDRESS"] == address, address
+        marker = pathlib.Path({str(marker)!r})
+        if rank == "0" and not marker.exists():
+            marker.write_text(address)
+            print("E0000 add_port.cc:83] {launcher.PORT_TAKEN}: No address added")
+            sys.exit(-11 % 256)
+        print("rank", rank, address)
+    """)
+    result = launch(["-c", code], 2, timeout_s=60)
+    assert result.ok, result.summary()
+    first = marker.read_text()
+    assert all(f"rank {w.process_id} 127.0.0.1:{result.port}" in w.log for w in result.workers)
+    assert first != f"127.0.0.1:{result.port}"
+    failing = launch(["-c", "import sys; print('no port'); sys.exit(3)"], 2, timeout_s=60)
+    assert not failing.ok and "exited with code 3" in failing.reason  # other failures: one try

@@ -111,6 +111,10 @@ def _supervise(procs: list[subprocess.Popen[str]], t0: float, timeout_s: float) 
         time.sleep(0.05)
 
 
+# The coordination service failed to bind its port: another program took it after free_port().
+PORT_TAKEN = "Failed to add port to server"
+
+
 def launch(
     commands: Sequence[str] | Sequence[Sequence[str]],
     num_processes: int,
@@ -119,6 +123,7 @@ def launch(
     grace_s: float = 3.0,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    port_tries: int = 3,
 ) -> JobResult:
     """Run ``num_processes`` Python processes on 127.0.0.1 until the job ends; never raises for
     a failed job (check ``ok``, or call ``raise_for_failure()``).
@@ -127,15 +132,26 @@ def launch(
     list of one such command per process. The job ends when all exit 0, when one fails (the
     others are stopped at once: they would block in their next collective), or after
     ``timeout_s``. Stopping is SIGTERM, then SIGKILL after ``grace_s``, to every process group.
+    The coordinator binds 127.0.0.1 only; if another program took its port first, the job starts
+    again on a new port (at most ``port_tries`` times in all).
     """
     if not isinstance(num_processes, int) or num_processes < 1:
         raise ValueError(f"num_processes must be an int >= 1, got {num_processes!r}")
     argvs = [list(commands)] * num_processes if isinstance(commands[0], str) else commands
     if len(argvs) != num_processes:
         raise ValueError(f"got {len(argvs)} commands for num_processes={num_processes}")
-    port = free_port()
-    shared = {"COURSE_NUM_PROCESSES": str(num_processes), "PYTHONUNBUFFERED": "1"}
-    shared.update(env or {}, COURSE_COORDINATOR=f"{LOOPBACK}:{port}")
+    for _ in range(max(1, port_tries)):
+        job = _launch_once(argvs, free_port(), timeout_s, grace_s, env, cwd)
+        if job.ok or PORT_TAKEN not in job.workers[0].log:
+            break
+    return job
+
+
+def _launch_once(argvs, port, timeout_s, grace_s, env, cwd) -> JobResult:
+    """One try of :func:`launch` with the coordinator on ``port``."""
+    address = f"{LOOPBACK}:{port}"
+    shared = {"COURSE_NUM_PROCESSES": str(len(argvs)), "PYTHONUNBUFFERED": "1"}
+    shared.update(env or {}, COURSE_COORDINATOR=address, JAX_COORDINATOR_BIND_ADDRESS=address)
     logs = [tempfile.TemporaryFile("w+", errors="replace") for _ in argvs]
     procs: list[subprocess.Popen[str]] = []
     t0 = time.monotonic()

@@ -7,11 +7,16 @@ files give it exactly its rows of every global batch, for any process count."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 jax = pytest.importorskip("jax")
 
@@ -180,3 +185,34 @@ def test_leave_stops_the_coordination_service_last_and_after_the_linger(monkeypa
     multihost_env.leave(linger_s=0.3)
     assert done["barrier"] <= done["client"] and done["service"] - done["client"] >= 0.3
     assert distributed.global_state.service is None and not jax.distributed.is_initialized()
+
+
+@settings(max_examples=40, deadline=None)
+@given(devices=st.integers(1, 64), preset=st.one_of(st.none(), st.integers(1, 256)))
+def test_prepare_leaves_every_device_a_free_cpu_thread(devices, preset):
+    """A gloo all-reduce holds one XLA CPU thread per device while it waits for the other
+    processes; with no thread left for a device's matmul, the job deadlocked (08's Keras job, at
+    about 3 % CPU). prepare() asks for at least twice the devices and never lowers a preset."""
+    env = {**LAUNCHER_ENV, "SIMULATED_DEVICES": str(devices)}
+    if preset is not None:
+        env["PJRT_NPROC"] = str(preset)
+    multihost_env.prepare(environ=env, modules={})
+    threads = int(env["PJRT_NPROC"])
+    assert threads - devices >= devices and threads >= (preset or 0)
+
+
+def test_jaxlib_gives_the_cpu_pool_the_threads_prepare_asks_for():
+    """PJRT_NPROC is read by jaxlib, not by the course: a jaxlib that ignored it would bring the
+    deadlock back, so count the pool's threads ("XLAEigen") in a fresh process."""
+    env = {**LAUNCHER_ENV, "SIMULATED_DEVICES": "4"}
+    multihost_env.prepare(environ=env, modules={})
+    code = (
+        "import os, jax, jax.numpy as jnp; x = jnp.ones((256, 256)); (x @ x).block_until_ready()\n"
+        "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+        "print(sum('XLAEigen' in n for n in names))"
+    )
+    keep = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
+    child = {**keep, **{k: env[k] for k in ("JAX_PLATFORMS", "XLA_FLAGS", "PJRT_NPROC")}}
+    out = subprocess.run([sys.executable, "-c", code], env=child, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == int(env["PJRT_NPROC"]) == 8

@@ -63,7 +63,8 @@ def prepare(
 ) -> bool:
     """Before ``import jax``, in a rehearsal only: the CPU platform with ``devices`` simulated
     devices per process (default ``SIMULATED_DEVICES``, else 8 in all over the job's processes)
-    and XLA's patient-collective flags. Returns whether this is a rehearsal."""
+    and XLA's patient-collective flags, and enough CPU threads for gloo (:func:`cpu_threads`).
+    Returns whether this is a rehearsal."""
     environ = os.environ if environ is None else environ
     if not is_rehearsal(environ):
         return False
@@ -78,7 +79,19 @@ def prepare(
     patient = simulated_devices.accepts_patience()  # also with 1 device: processes wait too
     modules = sys.modules if modules is None else modules
     simulated_devices.request(devices, env=environ, modules=modules, patient=patient)
+    environ["PJRT_NPROC"] = str(max(cpu_threads(devices), int(environ.get("PJRT_NPROC") or 0)))
     return True
+
+
+def cpu_threads(devices: int) -> int:
+    """Threads for XLA's CPU pool (``PJRT_NPROC``) in a rehearsal with ``devices`` per process.
+
+    A gloo all-reduce blocks the pool thread that runs it until the other processes arrive, and
+    XLA's pool has max(cores, devices) threads. With fewer cores than devices, every thread can
+    end up waiting in an all-reduce while a device's matmul waits for a free thread, in this
+    process or its peer: the job deadlocks at about 0 % CPU. Twice the devices keeps half free.
+    """
+    return 2 * devices
 
 
 def initialize(timeout_s: int = 300, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
