@@ -208,7 +208,8 @@ def test_jaxlib_gives_the_cpu_pool_the_threads_prepare_asks_for():
     multihost_env.prepare(environ=env, modules={})
     code = (
         "import os, jax, jax.numpy as jnp; x = jnp.ones((256, 256)); (x @ x).block_until_ready()\n"
-        "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+        "tasks = '/proc/self/task'\n"
+        "names = [open(f'{tasks}/{t}/comm').read() for t in os.listdir(tasks)]\n"
         "print(sum('XLAEigen' in n for n in names))"
     )
     keep = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
