@@ -70,5 +70,25 @@ def test_choose_peaks_publishes_on_a_tpu_and_measures_elsewhere() -> None:
     assert {k: f() for k, f in cpu.items()} == {"float32": 1e9, "bfloat16": 1e9}
     assert mfu.choose_peaks(measure, tpu_generation="v99")["float32"]() == 1e9  # unknown: measure
     assert built == ["float32", "bfloat16"] * 2
-    assert mfu.ceiling_label("v5e", 8) == "share of 8 TPU v5e chip(s)' published bf16 peak"
-    assert mfu.ceiling_label(None) == "share of this CPU's best matmul rate"
+
+
+def test_the_ceiling_is_the_best_peak_and_its_label_names_where_it_came_from() -> None:
+    """One ceiling for a caller without dtype-keyed rungs (03's "1 chip" and "8 chips"): the best
+    of ``choose_peaks``' peaks, each measurement built once and measured again at every call."""
+    rates = {"float32": iter([1e9, 3e9]), "bfloat16": iter([2e9, 1e9])}
+    built = []
+
+    def measure(dtype: str):
+        built.append(dtype)
+        return lambda: next(rates[dtype])
+
+    best = mfu.ceiling(measure, tpu_generation=None)
+    assert [best(), best()] == [2e9, 3e9] and built == ["float32", "bfloat16"]
+    on_tpu = mfu.ceiling(measure, tpu_generation="v5e", chips=8)
+    assert on_tpu() == 8 * 197e12 and built == ["float32", "bfloat16"]  # a TPU measures nothing
+    assert mfu.ceiling_label("v5e", 8) == (
+        "the published bf16 peak of 8 TPU v5e chip(s), 197 TFLOP/s each"
+    )
+    for off_tpu in (None, "v99"):  # anything without a published figure is measured
+        label = mfu.ceiling_label(off_tpu)
+        assert "1024x1024 matmul" in label and "float32 or bfloat16" in label, label

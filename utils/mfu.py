@@ -10,7 +10,8 @@ every notebook that trains:
 - :func:`choose_peaks`: the one choice of the peak MFU divides by, one ceiling per chip: on a
   TPU its published bf16 figure x chips, elsewhere the best matmul rate measured at any dtype
   (:data:`DTYPES`) in the rounds of :func:`utils.compare.compare` by :func:`measured_peak`;
-  :func:`ceiling_label` says which, in words.
+  :func:`ceiling` is that best as one callable, and :func:`ceiling_label` says which, in words
+  (the one description every notebook prints).
 - :func:`mfu`: the ratio, checked: above 1 raises :class:`MeasurementError`.
 """
 
@@ -100,11 +101,33 @@ def choose_peaks(
     return {dtype: measure(dtype) for dtype in DTYPES}
 
 
-def ceiling_label(tpu_generation: str | None = None, chips: int = 1) -> str:
-    """What an MFU from :func:`choose_peaks` is a share of, in words."""
+def ceiling(
+    measure: Callable[[str], Callable[[], float]],
+    *,
+    tpu_generation: str | None = None,
+    chips: int = 1,
+) -> Callable[[], float]:
+    """The one ceiling of :func:`choose_peaks` as one callable: the best of its peaks, in FLOP/s.
+
+    For a caller with no dtype-keyed rungs (``compare(peaks={"1 chip": ..., "8 chips": ...})``,
+    a single MFU). Each dtype's measurement is built once; every call measures them all again.
+    """
+    peaks = choose_peaks(measure, tpu_generation=tpu_generation, chips=chips)
+    return lambda: max(peak() for peak in peaks.values())
+
+
+def ceiling_label(tpu_generation: str | None = None, chips: int = 1, n: int = 1024) -> str:
+    """What an MFU from :func:`choose_peaks` or :func:`ceiling` is a share of, in words."""
     if tpu_generation is not None and tpu_generation.lower() in PUBLISHED_PEAK_TFLOPS:
-        return f"share of {chips} TPU {tpu_generation} chip(s)' published bf16 peak"
-    return "share of this CPU's best matmul rate"
+        per_chip = PUBLISHED_PEAK_TFLOPS[tpu_generation.lower()]
+        return (
+            f"the published bf16 peak of {chips} TPU {tpu_generation} chip(s), "
+            f"{per_chip:g} TFLOP/s each"
+        )
+    return (
+        f"the best rate a {n}x{n} matmul reached in the same rounds, at "
+        f"{' or '.join(DTYPES)} (no published peak here: compare such MFUs within one run only)"
+    )
 
 
 def mfu(flops_per_step: float, step_time_s: float, peak: float) -> float:

@@ -1,8 +1,9 @@
 """Notebook 02's recipe cell, pasted into a fresh Python as into an empty notebook.
 
-The cell imports nothing from `utils`. Here it runs on 2 simulated CPU devices, offline, with
+The cell imports nothing from `utils`. Here it runs in a v5e-8's shapes (8 simulated CPU devices,
+128 images per chip, a global batch of 1,024, CIFAR-10's 10,000 test images), offline, with
 `keras.datasets.cifar10.load_data()` reading the stand-in from a temporary `KERAS_HOME`
-(`utils.data.write_keras_cache`), its sizes shrunk by substituting the variables at its top.
+(`utils.data.write_keras_cache`), its training shrunk by substituting the variables at its top.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from tests.nbcells import NOTEBOOKS, cells, hidden, text
 from utils import data, fresh_process
 
 NB02 = NOTEBOOKS / "02_keras_jax_cifar10.ipynb"
-SMALL = {"TRAIN_IMAGES": 512, "EPOCHS": 2, "PER_REPLICA_BATCH": 32}
+SMALL = {"TRAIN_IMAGES": 2_048, "EPOCHS": 2, "PER_REPLICA_BATCH": 128}  # a v5e-8's batch
+CHIPS, TEST_IMAGES = 8, 10_000
 # Keras checks a cached archive's SHA-256 against CIFAR-10's, which the stand-in cannot pass.
 ACCEPT_STANDIN = "import keras.src.utils.file_utils as f\nf.validate_file = lambda *a, **k: True\n"
 REPORT = """
 import json
 print("RESULT " + json.dumps({"devices": len(devices), "global_batch": global_batch,
     "train": len(x_train), "test": len(x_test), "loss": history.history["loss"],
+    "learning_rate": float(model.optimizer.learning_rate),
     "pixel_sum": float(x_train[:8].sum())}))
 """
 
@@ -60,20 +63,24 @@ def test_the_recipe_is_one_visible_cell_that_needs_no_course_code() -> None:
         assert needed in text(cell), needed
 
 
-def test_the_recipe_runs_offline_on_two_simulated_devices(tmp_path) -> None:
-    n_train, n_test = SMALL["TRAIN_IMAGES"], 256
+def test_the_recipe_runs_offline_in_a_v5e8s_shapes(tmp_path) -> None:
+    """Every test image evaluated at a global batch that does not divide 10,000 (the last batch,
+    784 images, splits 98 per chip); Adam's rate scaled by the square root of the batch growth."""
+    n_train, n_test = SMALL["TRAIN_IMAGES"], TEST_IMAGES
     data.write_keras_cache(tmp_path, n_train=n_train, n_test=n_test)
     env = {
         "KERAS_HOME": str(tmp_path),
         "KERAS_BACKEND": "jax",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={CHIPS}",
         "JAX_PLATFORMS": "cpu",
         "CUDA_VISIBLE_DEVICES": "",
     }
     code = ACCEPT_STANDIN + shrunk(text(recipe())) + REPORT
     got = fresh_process.run_python_json(code, env=env, timeout_s=600)
-    assert got["devices"] == 2 and got["global_batch"] == 2 * SMALL["PER_REPLICA_BATCH"]
-    assert got["train"] == n_train and got["test"] == n_test  # both whole global batches
+    global_batch = CHIPS * SMALL["PER_REPLICA_BATCH"]
+    assert got["devices"] == CHIPS and got["global_batch"] == global_batch == 1_024
+    assert got["train"] == n_train and got["test"] == n_test  # every test image evaluated
+    assert np.isclose(got["learning_rate"], 1e-3 * (global_batch / 128) ** 0.5, rtol=1e-6)
     assert len(got["loss"]) == SMALL["EPOCHS"] and all(np.isfinite(got["loss"]))
     standin = data.make_standin(n_train, seed=0)[0][:8].astype(np.float32) / 255
     assert np.isclose(got["pixel_sum"], float(standin.sum()), rtol=1e-5)  # read through Keras
