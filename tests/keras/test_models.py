@@ -42,3 +42,13 @@ def test_seed_cnn_num_classes_and_bf16_policy():
         assert model.layers[0].kernel.dtype == "float32"  # variables stay float32
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_seed_cnn_takes_a_policy_per_model_whatever_the_global_one():
+    """``dtype=``: one seed CNN for 09's ladder, whose rungs differ in policy side by side."""
+    assert keras.mixed_precision.global_policy().name == "float32"
+    model = models.seed_cnn(dtype="mixed_bfloat16")
+    assert {layer.dtype_policy.name for layer in model.layers} == {"mixed_bfloat16"}
+    assert model.layers[0].compute_dtype == "bfloat16" and model.layers[0].kernel.dtype == "float32"
+    assert model.count_params() == 122_570
+    assert {layer.dtype_policy.name for layer in models.seed_cnn().layers} == {"float32"}

@@ -13,29 +13,33 @@ from __future__ import annotations
 import keras
 
 
-def seed_cnn(num_classes: int = 10, *, name: str = "seed_cnn") -> keras.Sequential:
+def seed_cnn(
+    num_classes: int = 10, *, name: str = "seed_cnn", dtype: str | None = None
+) -> keras.Sequential:
     """The seed's CNN: 3 conv layers (32, 64, 64 filters, 3x3, ReLU), 2 max-pools, Dense 64, logits.
 
     The last layer has no activation: the loss is
     ``SparseCategoricalCrossentropy(from_logits=True)`` as in the seed. Under a ``mixed_bfloat16``
     policy the layers compute in bfloat16 and the logits come out bfloat16; Keras 3 losses cast
-    them to float32 before the softmax, so no extra layer is needed.
+    them to float32 before the softmax, so no extra layer is needed. ``dtype``: every layer's
+    dtype policy (``"mixed_bfloat16"``), whatever the global policy; ``None`` follows it.
     """
-    model = keras.Sequential(
+    kw = {} if dtype is None else {"dtype": dtype}
+    layers = keras.layers
+    return keras.Sequential(
         [
             keras.Input(shape=(32, 32, 3)),
-            keras.layers.Conv2D(32, (3, 3), activation="relu"),
-            keras.layers.MaxPooling2D((2, 2)),
-            keras.layers.Conv2D(64, (3, 3), activation="relu"),
-            keras.layers.MaxPooling2D((2, 2)),
-            keras.layers.Conv2D(64, (3, 3), activation="relu"),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(num_classes),
+            layers.Conv2D(32, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(64, (3, 3), activation="relu", **kw),
+            layers.MaxPooling2D((2, 2), **kw),
+            layers.Conv2D(64, (3, 3), activation="relu", **kw),
+            layers.Flatten(**kw),
+            layers.Dense(64, activation="relu", **kw),
+            layers.Dense(num_classes, **kw),
         ],
         name=name,
     )
-    return model
 
 
 def mlp(inputs: int, hidden: int = 64, num_classes: int = 10) -> keras.Sequential:
