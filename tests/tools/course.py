@@ -94,6 +94,18 @@ def check_names(notebooks: Sequence[Path], params: dict[str, Any]) -> None:
         raise ValueError(f"unknown parameter(s) {', '.join(sorted(unknown))}. {listing}")
 
 
+def ipc_kernel_manager() -> type:
+    """A kernel manager that talks to its kernel over Unix sockets (ipc), not TCP: a local run
+    needs no port, and the kernel prints no "running over TCP without encryption" warning."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{"transport": "ipc", **kwargs})
+
+    return IPCKernelManager
+
+
 def execute(notebook: Path, out: Path, params: dict[str, Any], kernel: str, timeout: float) -> str:
     """Run ``notebook`` top to bottom into ``out``; return '' or a one-line reason it failed."""
     import papermill
@@ -108,6 +120,7 @@ def execute(notebook: Path, out: Path, params: dict[str, Any], kernel: str, time
             kernel_name=kernel,
             cwd=str(notebook.parent),
             progress_bar=False,
+            kernel_manager_class=ipc_kernel_manager(),
             **({"execution_timeout": timeout} if timeout else {}),
         )
     except CellTimeoutError:

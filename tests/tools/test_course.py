@@ -75,6 +75,16 @@ def test_a_failing_notebook_is_reported_and_the_rest_still_run(tmp_path: Path, c
     assert printed == "'42' x 2: 4242\n"  # papermill's types reached the kernel
 
 
+def test_make_run_prints_no_kernel_transport_warning(tmp_path: Path, capfd) -> None:
+    """A kernel on TCP warned "running over TCP without encryption" once per notebook in make
+    run; the kernels now talk over Unix sockets."""
+    _notebook(tmp_path / "nbs" / "01_quiet.ipynb", "print('ran')")
+    args = ["run", "--kernel", "python3", "--folder", str(tmp_path / "nbs")]
+    assert course.main([*args, "--out", str(tmp_path / "build")]) == 0
+    out, err = capfd.readouterr()
+    assert "ok" in out and "without encryption" not in out + err, err
+
+
 def test_an_unknown_parameter_is_a_usage_error_before_anything_runs(tmp_path, capsys) -> None:
     args = ["run", "--kernel", "python3", "--folder", str(FIXTURES), "--out", str(tmp_path)]
     assert course.main([*args, "--", "-p", "REPEET", "2"]) == 2

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.tools.course import ipc_kernel_manager
 from utils import ROOT, fresh_process
 from utils.compare import CANNOT_TELL, STATES, VERDICT_VALUES
 
@@ -153,6 +154,7 @@ def run_notebook(path: Path, out_dir: Path, kernel: str, hog: int = 0) -> tuple[
             kernel_name=kernel,
             cwd=str(path.parent),
             progress_bar=False,
+            kernel_manager_class=ipc_kernel_manager(),
         )
     finally:
         stop_hogs(hogs)
