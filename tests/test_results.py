@@ -54,3 +54,11 @@ def test_load_rejects_a_file_that_is_not_results(tmp_path: Path) -> None:
         results.load(tmp_path / "a.json")
     with pytest.raises(ValueError, match="not a readable results file"):
         results.load(tmp_path / "missing.json")
+
+
+def test_versions_reads_each_distribution_and_none_when_absent() -> None:
+    import importlib.metadata
+
+    got = results.versions(["numpy", "no-such-distribution-here"])
+    assert got == {"numpy": importlib.metadata.version("numpy"), "no-such-distribution-here": None}
+    assert results.version("no-such-distribution-here", "numpy") == got["numpy"]  # first present

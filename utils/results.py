@@ -13,7 +13,7 @@ import math
 import os
 import platform
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,12 @@ def version(*distributions: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def versions(distributions: Iterable[str]) -> dict[str, str | None]:
+    """Each distribution's installed version (None: not installed), read from package metadata:
+    the one reader for every module that needs several (nothing is imported)."""
+    return {name: version(name) for name in distributions}
 
 
 def library_versions() -> dict[str, str | None]:
