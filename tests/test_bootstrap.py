@@ -72,7 +72,7 @@ def test_prepare_respects_course_no_install_on_colab():
 
 
 # --------------------------------------------------------------------------- runtimes, faked
-# Package sets from shared/platforms/ (Colab: backend-info pip-freeze.tpu.txt 2026-08; Kaggle:
+# Package sets of the TPU images (Colab: backend-info pip-freeze.tpu.txt 2026-08; Kaggle:
 # docker-python tpu/ 2026-08): what `importlib.metadata` would report there.
 COLAB_TPU_ENV = PLATFORMS["colab"]["env"]  # what the image sets (one home: the platform matrix)
 COLAB_TPU_PACKAGES = {

@@ -54,8 +54,8 @@ TF_TPU_RISK = (
 )
 TORCH_XLA_VERSION = "2.9.0"  # its binary needs exactly the same torch version
 # Host-side TensorFlow (tf.data, TFRecords) for a TPU runtime that ships none (Colab), installed
-# by the set-up cell automatically. Why that is safe, checked against Colab's TPU image
-# (shared/platforms/colab-tpu-2026-08.txt):
+# by the set-up cell automatically. Why that is safe, checked against Colab's TPU image (its pip
+# freeze, googlecolab/backend-info pip-freeze.tpu.txt, 2026-08):
 # - tensorflow-cpu has no TPU kernels and no libtpu, so it cannot take the chips from JAX or
 #   torch_xla; Kaggle's TPU image ships this very version next to jax[tpu] 0.7.2 and torch_xla.
 # - Its wheel (cp313 exists) requires numpy>=1.26.0, protobuf>=5.28.0, keras>=3.10.0,

@@ -119,11 +119,6 @@ def pid_alive(pid: int) -> bool:
     return fields is not None and fields[0] not in "ZX"
 
 
-def children(pid: int) -> list[int]:
-    """Pids of the running children of ``pid``."""
-    return _running(1, pid)
-
-
 def stop(*procs: subprocess.Popen[Any], grace_s: float = 0.0, gone_within_s: float = 30.0) -> None:
     """Stop each process's whole group: SIGTERM, ``grace_s`` to exit, SIGKILL; reap; wait.
 

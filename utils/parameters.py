@@ -1,6 +1,6 @@
 """Notebook parameters, checked: one rule per parameter, and rules across parameters.
 
-Every notebook's hidden cell after its ``parameters`` cell calls :func:`check_params`, so a wrong
+Every notebook's cell after its ``parameters`` cell calls :func:`check_params`, so a wrong
 papermill value (``make run PARAMS="-p EPOCHS 0"``) is a clear error naming the parameter, not a
 failure ten cells later. Framework-free.
 

@@ -14,7 +14,7 @@ import os
 import platform
 import tempfile
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def record(
 
     doc = {
         "notebook": notebook,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "runtime": runtime.as_dict(runtime.detect()),
         "versions": library_versions(),
         "metrics": {name: _metric(name, item) for name, item in sorted(metrics.items())},

@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not notebooks:
         raise SystemExit(f"no notebook matches {args.only!r}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))
-    when = datetime.datetime.now(datetime.timezone.utc)
+    when = datetime.datetime.now(datetime.UTC)
     commit = _commit()  # what the notebooks came from when the run started
     args.out.parent.mkdir(parents=True, exist_ok=True)
 

@@ -80,7 +80,7 @@ def test_the_json_has_a_verdict_per_notebook_and_platform(monkeypatch):
                   ["tensorflow-cpu==2.20.0", "tensorboard==2.20.0"], 2, 120.0),
         pm.Result("01_x", "kaggle", "stops at code cell 3: E: a | b", False, seconds=60.0),
     ]  # fmt: skip
-    when = datetime.datetime(2026, 12, 1, 4, 0, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 12, 1, 4, 0, tzinfo=datetime.UTC)
     doc = json.loads(pm.matrix_json(results, when, "abc123 (with uncommitted changes)"))
     assert doc["date"] == "2026-12-01" and doc["commit"] == "abc123"
     colab = doc["platforms"]["colab"]["notebooks"]["01_x"]
