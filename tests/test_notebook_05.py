@@ -7,7 +7,8 @@ Framework-free: reads the stored notebook as JSON and the `utils` sources with `
   asks only for jax and optax, and no cell before Part 2 imports tensorflow or keras, directly or
   through a `utils` module (followed transitively through `utils`' own imports).
 * Part 2 starts with its own `bootstrap.prepare(needs=["tensorflow"], ...)` and imports, and
-  reads no name that only Part 1 binds: it runs after the cells up to the parameter check alone.
+  it and the results cell read no name that only Part 1 binds: they run after the cells up to
+  the parameter check alone (the restart path where TensorFlow drives a TPU).
 * One exercise, in Part 1, stored unsolved: a visible placeholder, a collapsed solution that
   applies only with `SHOW_SOLUTIONS`, a collapsed check that prints what is missing (it does not
   raise) and whose stored output says nothing passed.
@@ -103,7 +104,7 @@ def test_the_framework_check_sees_utils_tf() -> None:
 
 def test_part_2_prepares_and_imports_for_itself() -> None:
     cs = cells(NB05)
-    part2 = _code(cs[_part_2(cs) : -1])
+    part2 = _code(cs[_part_2(cs) :])  # the results cell too: it runs after a restart
     assert text(part2[0]).startswith('rt = bootstrap.prepare(needs=["tensorflow"], ')
     assert "import tensorflow as tf" in text(part2[0])
     first_cells = [c for c in _code(cs[: heading(cs, "## Part 1 · ")]) if "\n![" not in text(c)]
