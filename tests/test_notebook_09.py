@@ -4,7 +4,8 @@ Framework-free: reads the stored notebook as JSON.
 
 * Each rung's lever is asserted: compiles after the first step, the batch knee and Adam's
   square-root rule, Keras' K launches against the scan's one program, bytes per step.
-* The scanned loop a learner copies is the one ``utils.jax.ladder_bench`` runs.
+* The scanned loop a learner copies is the one ``utils.jax.ladder_bench`` holds, and the one
+  09 runs: ``tests/test_shown_functions.py``.
 * Measurement cells are tagged ``nbval-ignore-output`` and followed by a check cell.
 * The exercise is stored unsolved: ``SHOW_SOLUTIONS = False``, a collapsed solution that applies
   only when it is True, and a check that prints what is missing without stopping the notebook.
@@ -18,15 +19,12 @@ import re
 from tests.nbcells import (
     NOTEBOOKS,
     cells,
-    function_ast,
     heading,
     hidden,
     index,
-    shown_function,
     stdout,
     text,
 )
-from utils import ROOT
 
 NB09 = NOTEBOOKS / "09_train_faster.ipynb"
 BANNED = (
@@ -61,14 +59,6 @@ def test_each_lever_is_asserted() -> None:
         "<= 1",  # no MFU above 100 %
     ):
         assert needed in source, needed
-
-
-def test_the_scanned_loop_shown_is_the_one_utils_runs() -> None:
-    shown = shown_function(NB09, "scanned_trainer")
-    assert len(shown) == 1 and not hidden(shown[0])
-    original = (ROOT / "utils" / "jax" / "ladder_bench.py").read_text(encoding="utf-8")
-    name = "scanned_trainer"
-    assert function_ast(text(shown[0]), name) == function_ast(original, name)
 
 
 def test_measurements_are_tagged_and_followed_by_a_check() -> None:

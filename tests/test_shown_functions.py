@@ -7,17 +7,26 @@ Framework-free: the notebook and the module are both read as text and compared w
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from tests.nbcells import function_ast, saved_script, script_ast, shown_function
+from tests.nbcells import (
+    cells,
+    function_ast,
+    names_bound_and_read,
+    saved_script,
+    script_ast,
+    shown_function,
+)
 from utils import ROOT
 
 # (notebook, function, the utils module that holds the original)
 SHOWN = [
     ("05_custom_training_loop.ipynb", "make_train_loop", "utils/tf/training.py"),
     ("06_pytorch_xla.ipynb", "train_step", "utils/torch/xla.py"),
+    ("09_train_faster.ipynb", "scanned_trainer", "utils/jax/ladder_bench.py"),
 ]
 
 
@@ -37,6 +46,26 @@ def test_the_notebook_shows_the_code_utils_runs(notebook: str, name: str, module
     assert function_ast("".join(cell["source"]), name) == original, (
         f"{notebook}'s {name} differs from {module}'s: change both"
     )
+
+
+@pytest.mark.parametrize(("notebook", "name", "module"), SHOWN)
+def test_the_notebook_runs_the_code_it_shows(notebook: str, name: str, module: str) -> None:
+    """Editing the shown cell changes what runs: the notebook uses ``name`` itself (a call, or
+    passed on), never the ``utils`` copy through a module (``lb.scanned_trainer(...)``)."""
+    code = [
+        "".join(ln for ln in c["source"] if ln[:1] not in "!%")  # Python: no IPython lines
+        for c in cells(ROOT / "notebooks" / notebook)
+        if c["cell_type"] == "code" and not "".join(c["source"]).startswith("%%")
+    ]
+    _, read = names_bound_and_read([{"source": [source]} for source in code])
+    assert name in read, f"{notebook} shows {name} but never uses it"
+    for source in code:
+        copies = [
+            n
+            for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Attribute) and n.attr == name
+        ]
+        assert not copies, f"{notebook} runs {module}'s {name}, not the one it shows"
 
 
 # (notebook, the script a %%save_script cell writes, the utils copy that a TPU run starts before

@@ -2,7 +2,8 @@
 
 - :func:`scanned_trainer`: K training steps of a Keras model in one jitted ``jax.lax.scan``,
   from the model's ``stateless_call`` and the optimizer's ``stateless_apply`` (Keras 3's JAX
-  training-loop recipe); notebook 09 shows it.
+  training-loop recipe), the trained variables written back into the model; notebook 09 shows
+  it and passes its copy to :func:`build_rung`.
 - :func:`scan_rung`: a rung that trains with it (float32 or uint8 batches, numpy or Grain).
 - :func:`keras_launches`: how many compiled programs Keras' ``fit`` launches per call.
 Importing this module imports JAX and Keras. ``make bench`` (tests/tools/bench.py) runs the ladder.
@@ -20,7 +21,8 @@ from utils.keras import ladder
 
 
 def scanned_trainer(model, optimizer, loss_fn, normalise=False):
-    """``(state, program)``: ``program(state, xs, ys)`` runs ``len(xs)`` steps in one call."""
+    """``train(chunks)``: each chunk ``(xs, ys)`` is ``len(xs)`` steps in one device program;
+    then the model and optimizer hold the trained variables. Returns the last chunk's losses."""
     optimizer.build(model.trainable_variables)
 
     def loss_and_state(trainable, non_trainable, x, y):
@@ -44,8 +46,17 @@ def scanned_trainer(model, optimizer, loss_fn, normalise=False):
         return jax.lax.scan(step, state, (xs, ys), unroll=True)
 
     variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
-    state = tuple([v.value for v in group] for group in variables)
-    return state, program
+
+    def train(chunks):
+        state, losses = tuple([v.value for v in group] for group in variables), None
+        for xs, ys in chunks:
+            state, losses = program(state, xs, ys)
+        for group, values in zip(variables, state, strict=True):
+            for variable, value in zip(group, values, strict=True):
+                variable.assign(value)  # the model now holds what it trained
+        return losses
+
+    return train
 
 
 class ArraySource:
@@ -85,15 +96,15 @@ def grain_chunks(x, y, batch: int, steps: int, *, workers: int = 1, seed: int = 
     return feed
 
 
-def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False) -> ladder.Rung:
-    """A rung trained by :func:`scanned_trainer`: ``spec.steps`` batches per program; ``x`` is
-    float32 in [0, 1] or uint8 (``spec.input_dtype``); ``spec.feed`` "grain" reads via Grain."""
+def scan_rung(
+    spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False, trainer=scanned_trainer
+) -> ladder.Rung:
+    """A rung trained by ``trainer`` (:func:`scanned_trainer` or a copy of it): ``spec.steps``
+    batches per program; ``x`` is float32 in [0, 1] or uint8 (``spec.input_dtype``);
+    ``spec.feed`` "grain" reads via Grain. One ``run()`` trains every whole chunk once."""
     model = ladder.build_model(spec, seed=seed, tiny=tiny)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    holder = {}
-    holder["state"], program = scanned_trainer(
-        model, model.optimizer, loss, normalise=spec.input_dtype == "uint8"
-    )
+    train = trainer(model, model.optimizer, loss, normalise=spec.input_dtype == "uint8")
     chunk = spec.batch * spec.steps
     n = len(x) // chunk * chunk
     shape = (n // chunk, spec.steps, spec.batch, *x.shape[1:])
@@ -102,23 +113,21 @@ def scan_rung(spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False)
     feed = grain_chunks(x[:n], y[:n], spec.batch, spec.steps, seed=seed) if grain_feed else None
 
     def run() -> None:
-        for i in range(len(xs)):
-            cx, cy = next(feed) if feed else (xs[i], ys[i])
-            holder["state"], _ = program(holder["state"], cx, cy)
-        jax.block_until_ready(holder["state"])
-        for v, value in zip(model.trainable_variables, holder["state"][0], strict=True):
-            v.assign(value)  # so that evaluate() sees the trained weights
+        chunks = (next(feed) for _ in range(len(xs))) if feed else zip(xs, ys, strict=True)
+        jax.block_until_ready(train(chunks))
 
     return ladder.Rung(spec, model, run, n, tiny)
 
 
-def build_rung(spec, x_float, x_uint8, y, *, seed: int = 0, tiny: bool = False) -> ladder.Rung:
-    """A rung for ``spec``: ``fit`` for one step per program, the scanned loop otherwise
-    (``tiny``: a model with almost no work, so its time is the host's part)."""
+def build_rung(
+    spec, x_float, x_uint8, y, *, seed: int = 0, tiny: bool = False, trainer=scanned_trainer
+) -> ladder.Rung:
+    """A rung for ``spec``: ``fit`` for one step per program, ``trainer``'s scanned loop
+    otherwise (``tiny``: a model with almost no work, so its time is the host's part)."""
     if spec.steps == 1:
         return ladder.fit_rung(spec, x_float, y, seed=seed, tiny=tiny)
     x = x_uint8 if spec.input_dtype == "uint8" else x_float
-    return scan_rung(spec, x, y, seed=seed, tiny=tiny)
+    return scan_rung(spec, x, y, seed=seed, tiny=tiny, trainer=trainer)
 
 
 def keras_launches(model, x, y, batch: int, steps_per_execution: int) -> tuple[int, int]:
