@@ -8,22 +8,27 @@ cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measur
 1. ``recompiles``: ``fit`` on a few batches (the last, ragged one included when it can be seen)
    after a one-batch warm-up; every ``train_step`` compilation logged then is a recompilation
    (a last batch that ``fit`` cannot split over the devices is reported, not raised).
-2. ``batch``: batch per chip against the 128-row MXU pass (fill = batch / next multiple of 128).
-3. ``dtype``: the model's dtype policy; anything but bfloat16 leaves the bf16 MXU rate unused.
+2. ``batch``: batch per chip against the MXU's cost per weight tile (``utils.systolic``'s model:
+   the batch, M, streams through unpadded; loading, filling and draining the array is a fixed
+   cost that a larger M amortises).
+3. ``dtype``: the model's dtype policy; anything but bfloat16 leaves the bf16 MXU rate unused,
+   worth only what the host's part of a v5e step leaves to gain.
 4. ``dispatch``: ``fit``'s host loop per step (batch-begin instants, asynchronous dispatch)
    against the compiled step alone (XLA, blocked): the device idles ``1 - device / host`` of a
    step when the host is slower; and the device programs per execution, counted (Keras's JAX
    trainer runs ``steps_per_execution=K`` as K programs, not one scanned program).
-5. ``input``: the input alone (a few batches drawn, timed) against the step's consumption
-   (``fit``'s time per step on one cached batch); in-memory arrays are not measured.
+5. ``input``: the input alone (a few batches drawn, timed) against what the predicted v5e step
+   consumes (this machine's step is printed beside it); in-memory arrays are not measured.
 6. ``mfu``: XLA's FLOP and byte counts of the step (per device: times the devices), MFU against
-   the ceiling (a TPU's published peak; elsewhere the best matmul rate measured next to the
-   step, float32 or bfloat16; above 100 % raises) and the v5e verdict: compute- or memory-bound.
+   the ceiling ``utils.mfu.choose_peaks`` gives (a TPU's published peak; elsewhere the best
+   matmul rate measured next to the step, float32 or bfloat16; above 100 % raises) and the v5e
+   verdict: compute- or memory-bound.
 
-Problems are judged on what is measured here; each gain is predicted for a v5e (197 TFLOP/s
-bf16, 819 GB/s: ``utils.roofline.PUBLISHED``) by the arithmetic its line states, and problems
-are ranked by the upper end. The model's variables are restored afterwards; an iterator's first
-batches are consumed. Runs in seconds for a small model on a CPU.
+The v5e step is predicted from the step's FLOPs and bytes and the v5e's published figures
+(``utils.mfu.TPU_CHIPS``), overlapped with the host loop measured here; each gain is predicted
+for it by the arithmetic its line states, and problems are ranked by the upper end. The model's
+variables are restored afterwards; an iterator's first batches are consumed. Runs in seconds
+for a small model on a CPU.
 """
 
 from __future__ import annotations
@@ -40,21 +45,22 @@ import keras
 import numpy as np
 
 from utils import mfu as mfu_mod
+from utils import systolic
 from utils.jax.compiles import CompileLog
 from utils.jax.peak import matmul
 from utils.keras import timing
 from utils.roofline import PUBLISHED
 
-__all__ = ["Finding", "Measured", "findings_of", "mxu_fill", "rank", "report", "speed_check"]
+__all__ = ["Finding", "Measured", "findings_of", "mxu_share", "rank", "report", "speed_check"]
 
 V5E = PUBLISHED["v5e"]
-MXU, SUBLANE = 128, 8
+TILE = mfu_mod.TPU_CHIPS["v5e"][2]  # the v5e's MXU edge
 IDLE_LIMIT = 0.25  # the device waiting this share of a step (or more) on the host: a problem
 FAILED = "fit() failed"
 SCAN_STEPS = 32  # steps in one scanned program, for the predicted dispatch gain
 STATUSES = ("problem", "ok", "info", "not measured")
 _TPU_KINDS = (("v5 lite", "v5e"), ("v5e", "v5e"), ("v6", "v6e"), ("v5", "v5p"), ("v4", "v4"))
-_TPU_KINDS += (("v3", "v3"), ("v2", "v2"))
+_TPU_KINDS += (("v3", "v3"), ("v2", "v2"), ("7x", "tpu7x"))  # jax's device_kind -> generation
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,18 @@ class Measured:
     ceiling: float | None
 
 
-def mxu_fill(batch: int, tile: int = MXU) -> float:
-    """``batch`` over the next multiple of ``tile``: the share of the last MXU pass in use."""
+def mxu_share(batch: int, tile: int = TILE) -> float:
+    """The share of a weight tile's MXU cycles that stream ``batch`` rows, by the course's one MXU
+    model (``utils.systolic.matmul_cycles``: load the tile, then stream M rows plus the fill and
+    drain; M is not padded). It grows with the batch towards 1."""
     if batch < 1 or tile < 1:
         raise ValueError(f"need batch >= 1 and tile >= 1, got {batch}, {tile}")
-    return batch / (math.ceil(batch / tile) * tile)
+    return batch / systolic.matmul_cycles(batch, tile, tile, tile, tile)
+
+
+def mxu_overhead(tile: int = TILE) -> int:
+    """Cycles per weight tile that are not streaming: loading, filling and draining the array."""
+    return systolic.matmul_cycles(1, tile, tile, tile, tile) - 1
 
 
 def rank(findings: Sequence[Finding]) -> list[Finding]:
@@ -163,17 +176,17 @@ def _recompiles(m: Measured) -> Finding:
 
 
 def _batch(m: Measured) -> Finding:
-    per_chip = max(m.batch // max(m.devices, 1), 1)
-    fill, fill8 = mxu_fill(per_chip), mxu_fill(per_chip, SUBLANE)
-    ev = f"batch per chip {per_chip} ({m.batch} over {m.devices} device(s)): "
-    if fill == 1.0:
-        return Finding("batch", "ok", ev + f"{per_chip // MXU} full 128-row MXU pass(es)")
-    target = math.ceil(per_chip / MXU) * MXU
-    ev += f"fills {fill:.0%} of its last 128-row MXU pass ({fill8:.0%} of the 8-row tile)"
-    fix = f"batch_size = {target * m.devices}  # {target} per chip, a multiple of 128"
-    why = f"fill {fill:.2f} -> up to 1/{fill:.2f}; 8-row fill {fill8:.2f} -> at least 1/{fill8:.2f}"
-    problem = f"Batch per chip {per_chip} is not a multiple of the 128-row MXU"
-    return Finding("batch", "problem", ev, problem, fix, (1 / fill8, 1 / fill), why)
+    per_chip, fixed = max(m.batch // max(m.devices, 1), 1), mxu_overhead()
+    share = mxu_share(per_chip)
+    ev = f"batch per chip {per_chip} ({m.batch} over {m.devices} device(s)) streams {share:.0%} "
+    ev += f"of a {TILE}x{TILE} weight tile's MXU cycles ({fixed} load, fill and drain it)"
+    if per_chip >= fixed:
+        return Finding("batch", "ok", ev)
+    target = 2 ** math.ceil(math.log2(fixed))
+    fix = f"batch_size = {target * m.devices}  # {target} per chip; Adam's rate x sqrt (09)"
+    why = f"MXU share {share:.2f} -> {mxu_share(target):.2f}, where the batch is a matmul's M"
+    problem = f"Batch per chip {per_chip} is shorter than the MXU's {fixed}-cycle load and drain"
+    return Finding("batch", "problem", ev, problem, fix, (1.0, mxu_share(target) / share), why)
 
 
 def _dtype(m: Measured) -> Finding:
@@ -181,12 +194,21 @@ def _dtype(m: Measured) -> Finding:
     if "bfloat16" in m.policy:
         return Finding("dtype", "ok", ev + ": the MXU's bf16 rate is used")
     compute = not m.bytes or (m.flops or 0) / m.bytes >= V5E.ridge
-    gain, why = ((2.0, 4.0), "compute-bound: bf16 matmul rate x2-4 over float32")
+    gain, why = (2.0, 4.0), "compute-bound: bf16 matmul rate x2-4 over float32"
     if not compute:
         gain, why = (1.0, 2.0), "memory-bound on a v5e: half the bytes, up to x2"
+    device, v5e_now = _v5e_times(m)
+    if device is not None:  # only the device's part of the step shrinks; the host's stays
+        gain = tuple(v5e_now / max(m.t_host, device / g) for g in gain)
+        why += f", capped by the host's {m.t_host * 1e3:.3g} ms of a {v5e_now * 1e3:.3g} ms step"
+    ev += " (compute not bfloat16)"
+    if gain[1] < 1.01:
+        ev += f": host-bound on a v5e ({why}), bf16 gains nothing until the host's part shrinks"
+        return Finding("dtype", "info", ev)
     fix = 'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building'
-    problem = f"The {m.policy} policy leaves the v5e's 197 TFLOP/s bf16 MXU rate unused"
-    return Finding("dtype", "problem", ev + " (compute not bfloat16)", problem, fix, gain, why)
+    peak = f"{V5E.peak_flops / 1e12:.0f} TFLOP/s"
+    problem = f"The {m.policy} policy leaves the v5e's {peak} bf16 MXU rate unused"
+    return Finding("dtype", "problem", ev, problem, fix, gain, why)
 
 
 def _dispatch(m: Measured) -> Finding:
@@ -214,18 +236,16 @@ def _input(m: Measured) -> Finding:
         return Finding("input", "not measured", f"data is {m.data_kind}, nothing to measure")
     timed = m.input_s[1:] or m.input_s
     rate_in = m.batch * len(timed) / max(sum(timed), 1e-9)
-    rate_step = m.batch / m.t_step
     _, v5e_now = _v5e_times(m)
     rate_v5e = m.batch / v5e_now
-    ev = f"{m.data_kind} delivers {rate_in:,.0f} samples/s, the step takes {rate_step:,.0f}"
-    ev += f" here (a v5e step ~{rate_v5e:,.0f})"
-    if rate_in >= rate_step:
+    ev = f"{m.data_kind} delivers {rate_in:,.0f} samples/s; a predicted v5e step consumes "
+    ev += f"{rate_v5e:,.0f} (this {m.platform}'s step {m.batch / m.t_step:,.0f})"
+    if rate_in >= rate_v5e:
         return Finding("input", "ok", ev)
     fix = "ds = ds.prefetch(tf.data.AUTOTUNE)  # or Grain with worker processes / data on device"
-    why = "up to step rate / input rate, here and for a v5e step"
-    gain = (rate_step / rate_in, max(rate_step, rate_v5e) / rate_in)
-    problem = "The input is slower than the training step (input-bound)"
-    return Finding("input", "problem", ev, problem, fix, gain, why)
+    why = f"a v5e step waits {m.batch / rate_in * 1e3:.3g} ms for a batch, not {v5e_now * 1e3:.3g}"
+    problem = "The input is slower than a v5e's training step (input-bound)"
+    return Finding("input", "problem", ev, problem, fix, (rate_v5e / rate_in,) * 2, why)
 
 
 def _mfu(m: Measured) -> Finding:
@@ -372,12 +392,24 @@ def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any
 
 
 def _ceiling(platform: str, kind: str, chips: int) -> float | None:
-    """A TPU's published peak x chips; elsewhere this run's best matmul (float32 or bfloat16)."""
-    if platform == "tpu":
-        gen = next((g for key, g in _TPU_KINDS if key in kind.lower()), None)
-        return None if gen is None else mfu_mod.peak_flops(tpu_generation=gen, chips=chips)
+    """The best of ``utils.mfu.choose_peaks``: a TPU's published peak x chips (None for a TPU
+    it has no figure for); elsewhere this run's best matmul, float32 or bfloat16, in FLOP/s."""
+    gen = next((g for key, g in _TPU_KINDS if key in kind.lower()), None)
+    if platform == "tpu" and gen is None:
+        return None
     n = 1024  # measured next to the step it divides: a shared machine's rate varies
-    return max(mfu_mod.measured_peak(matmul(n, dt), n, repeats=3) for dt in ("float32", "bfloat16"))
+
+    def measure(dtype: str) -> Callable[[], float]:
+        return lambda: mfu_mod.measured_peak(matmul(n, dtype), n, repeats=3)
+
+    tpu = gen if platform == "tpu" else None
+    peaks = mfu_mod.choose_peaks(measure, tpu_generation=tpu, chips=chips)
+    return max(peak() for peak in peaks.values())
+
+
+def _device() -> Any:
+    """The first device: its ``platform`` and ``device_kind`` choose the ceiling."""
+    return jax.devices()[0]
 
 
 def _devices() -> int:
@@ -408,7 +440,7 @@ def speed_check(
     batches, kind, samples, input_s, last_seen = _load(data, batch_size, input_batches)
     if not batches:
         raise ValueError("data gave no batch")
-    device, devices = jax.devices()[0], _devices()
+    device, devices = _device(), _devices()
     saved = [(v, keras.ops.convert_to_numpy(v.value)) for g in _groups(model) for v in g]
     try:
         with warnings.catch_warnings():  # fit on a generator: "shuffle ignored", "ran out"
