@@ -88,6 +88,7 @@ def test_plots_draw_snapshots_and_roofline() -> None:
     fig = hardware_plots.plot_systolic_snapshots(res.snapshots, ncols=3)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles[0] == "cycle 0  (1 busy)" and len(titles) == len(res.snapshots)
-    fig = hardware_plots.plot_roofline(100.0, 10.0, [("matmul 64", 10.7, 50.0), ("add", 0.08, 0.7)])
+    points = [("matmul 64", 10.7, 50e9), ("add", 0.08, 0.7e9)]
+    fig = hardware_plots.plot_roofline(points, peak_flops=100e9, bandwidth=10e9)
     assert "ridge 10.0 FLOP/B" in [t.get_text() for t in fig.axes[0].texts]
     plt.close("all")

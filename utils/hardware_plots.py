@@ -1,7 +1,6 @@
-"""Pictures for notebook 00 (CPU, GPU, TPU): scaling, cache cliffs, roofline, systolic array.
+"""Notebook 00's two pictures: a roofline and a systolic array at work.
 
-Imports Matplotlib (no ML framework). Each function draws a new figure and returns it, so a
-notebook cell can end with ``fig;`` or let the inline backend show it.
+Imports Matplotlib (no ML framework). Each function draws a new figure and returns it.
 """
 
 from __future__ import annotations
@@ -27,25 +26,42 @@ def _finish(fig: Figure, ax: Axes, xlabel: str, ylabel: str, title: str) -> Figu
 
 
 def plot_roofline(
-    peak_gflops: float,
-    bandwidth_gbps: float,
     points: Sequence[tuple[str, float, float]],
     *,
+    peak_flops: float,
+    bandwidth: float,
     title: str = "Roofline of this device",
 ) -> Figure:
-    """Roofline: attainable GFLOP/s = min(peak, bandwidth * intensity), with measured points.
+    """Roofline: attainable FLOP/s = min(peak, bandwidth x intensity), with points under it.
 
-    ``points`` are ``(label, intensity in FLOP/byte, measured GFLOP/s)``; the label's first word
-    (e.g. "matmul", "CNN") picks the colour and marker.
+    Named quantities in base units, as :class:`utils.roofline.Machine` holds them:
+    ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s; ``points`` are ``(label, intensity in
+    FLOP/byte, FLOP/s)``, the label's first word (e.g. "matmul", "CNN") picking the colour and
+    marker. The axes show GFLOP/s.
+
+    Raises:
+        ValueError: a figure that is not positive, or a point above the roof: nothing runs
+            faster than the roofline allows, so the point or the roof is wrong (the peak and the
+            bandwidth swapped, say).
     """
+    if not (peak_flops > 0 and bandwidth > 0):
+        raise ValueError(f"need peak_flops > 0 and bandwidth > 0, got {peak_flops}, {bandwidth}")
+    above = [p[0] for p in points if p[2] > min(peak_flops, bandwidth * p[1]) * (1 + 1e-9)]
+    if above:
+        raise ValueError(
+            f"{', '.join(above)} above the roof of {peak_flops / 1e9:,.4g} GFLOP/s and "
+            f"{bandwidth / 1e9:,.4g} GB/s: is a point, or the peak or the bandwidth, wrong?"
+        )
+    peak, bw = peak_flops / 1e9, bandwidth / 1e9  # drawn in GFLOP/s and GB/s
+    points = [(label, i, r / 1e9) for label, i, r in points]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    ridge = peak_gflops / bandwidth_gbps
+    ridge = peak / bw
     intensities = [p[1] for p in points] or [1.0]
     lo, hi = min(min(intensities) / 2, 0.05), max(max(intensities) * 2, 4 * ridge)
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
-    ax.loglog(x, np.minimum(peak_gflops, bandwidth_gbps * x), "k-", lw=2, label="roofline")
+    ax.loglog(x, np.minimum(peak, bw * x), "k-", lw=2, label="roofline")
     ax.axvline(ridge, color="grey", ls=":", alpha=0.8)
-    ax.text(ridge, peak_gflops * 1.15, f"ridge {ridge:.1f} FLOP/B", ha="center", fontsize=8)
+    ax.text(ridge, peak * 1.15, f"ridge {ridge:.1f} FLOP/B", ha="center", fontsize=8)
     styles = [("tab:blue", "o"), ("tab:orange", "s"), ("tab:green", "^"), ("tab:purple", "D")]
     kinds: dict[str, tuple[str, str]] = {}
     for label, intensity, gflops in points:
@@ -54,8 +70,8 @@ def plot_roofline(
         color, marker = kinds.setdefault(kind, styles[len(kinds) % len(styles)])
         ax.loglog(intensity, gflops, marker, color=color, ms=7, label=kind if first else None)
     ax.set_xlim(lo, hi)
-    bottom = min(min((p[2] for p in points), default=1.0) / 3, peak_gflops / 100)
-    ax.set_ylim(bottom, peak_gflops * 2.5)
+    bottom = min(min((p[2] for p in points), default=1.0) / 3, peak / 100)
+    ax.set_ylim(bottom, peak * 2.5)
     ax.legend(fontsize=8, loc="lower right")
     _finish(fig, ax, "arithmetic intensity, FLOP per byte moved", "GFLOP/s", title)
     _place_labels(ax, points)  # after the layout is final: boxes are measured in pixels
