@@ -73,8 +73,9 @@ def matmul_cycles(m: int, k: int, n: int, rows: int, cols: int) -> int:
 
 def padding_efficiency(k: int, n: int, tile: int = 128) -> float:
     """The MXU fill: the fraction of a ``tile x tile`` array's PEs holding real weights when a
-    ``(k, n)`` weight matrix is padded to whole tiles (``M``, streamed through, is not padded).
-    The course's one MXU-fill rule (``utils.roofline`` uses it too)."""
+    ``(k, n)`` weight matrix is padded to whole tiles (``M``, streamed through, is not padded;
+    what a small ``M`` costs in load, fill and drain is :func:`matmul_cycles`). The course's one
+    MXU-fill rule: ``utils.roofline`` and ``utils.jax.speed_check`` use these two."""
     return (k * n) / (math.ceil(k / tile) * tile * math.ceil(n / tile) * tile)
 
 
