@@ -1,15 +1,16 @@
 """Notebooks 00 and 01 keep the shape a learner relies on (issue 35).
 
-Framework-free: reads the notebooks as JSON (one test runs 00's TPU script on JAX's CPU backend).
+Reads the notebooks as JSON; three tests run their child scripts in fresh processes on the CPU
+(00's TPU matmul on JAX, 01's device listings on JAX and PyTorch/XLA).
 
 * Each has a short header with objectives and one metadata line, fits the prose and code budgets,
   and stores its exercise unsolved: a collapsed solution applied only with ``SHOW_SOLUTIONS``, and
   a check whose stored output says what is still missing.
 * 00 teaches steady-state timing in interleaved rounds (``utils.compare``) and MXU alignment
   (``utils.systolic``) on its main line, and states the current hardware generations once.
-* 01 keeps its ``COLAB_TPU_ADDR`` lesson (``runtime.try_resolver``), its table of which stack runs
-  where, and a TensorFlow ``## Part 2`` whose TensorFlow cells gate themselves with
-  ``bootstrap.tf_runs_here``.
+* 01 keeps its ``COLAB_TPU_ADDR`` lesson (``runtime.try_resolver``), listings that name each
+  device once, its table of which stack runs where, and a TensorFlow ``## Part 2`` whose
+  TensorFlow cells gate themselves with ``bootstrap.tf_runs_here``.
 """
 
 from __future__ import annotations
@@ -212,3 +213,29 @@ def test_01_exercise_needs_jax_only() -> None:
     for c in _code(cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]):
         assert not TF_USE.search(text(c)), text(c)
         assert "run_jax" in text(c), "every exercise cell says what it does without JAX"
+
+
+TWO_JAX_CPUS = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+
+
+@pytest.mark.parametrize(
+    ("script", "module", "env"),
+    [
+        ("LIST_JAX", "jax", TWO_JAX_CPUS),
+        ("LIST_TORCH_XLA", "torch_xla", {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "2"}),
+    ],
+)
+def test_01_listings_name_each_device_once(script: str, module: str, env: dict) -> None:
+    """Section 3's listings, run as the notebook runs them (a fresh process) over two CPU devices:
+    one distinct name per device, not one device's name repeated."""
+    import importlib.util
+
+    from utils import fresh_process
+
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    code = next(text(c) for c in cells(NB01) if f"{script} = " in text(c))
+    child = re.search(rf'{script} = """(.*?)"""', code, re.S)
+    assert child, f"section 3 defines {script} as a script"
+    found = fresh_process.run_python_json(child.group(1), env=env, timeout_s=300)
+    assert len(found["devices"]) == 2 == len(set(found["devices"])), found
