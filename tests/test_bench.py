@@ -1,4 +1,5 @@
-"""Tests for utils.bench: timer statistics on a fake clock, throughput maths, cache parsing."""
+"""Tests for utils.bench: timer statistics on a fake clock, throughput maths, byte formats; and
+utils.runtime.parse_cpuinfo's model name and instruction sets."""
 
 from __future__ import annotations
 
