@@ -453,3 +453,18 @@ def test_error_line_is_the_first_line_cut_at_a_word(message: str, width: int) ->
         cut_at_a_word = first[len(kept) :].startswith(" ") or " " not in first[: width - 3]
         assert cut_at_a_word, (first, line)
     assert runtime.error_line(ValueError("no\nmore")) == "ValueError: no"
+
+
+def test_versions_come_from_the_one_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """detect() reads installed versions through utils.results.versions, the one reader."""
+    from utils import results
+
+    asked = []
+
+    def fake(names):
+        asked.append(tuple(names))
+        return {name: "9.9" for name in asked[-1]}
+
+    monkeypatch.setattr(results, "versions", fake)
+    rt = detect(env={}, root=fake_root(tmp_path), run=None)
+    assert asked == [runtime.FRAMEWORKS] and set(rt.frameworks.values()) == {"9.9"}

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from utils import fresh_process
+from utils import fresh_process, results
 
 __all__ = [
     "FRAMEWORKS",
@@ -132,13 +132,6 @@ def run_command(args: Sequence[str], timeout_s: float) -> str:
     """The default ``CommandRunner``: stdout of ``args`` ('' on a failure or a timeout)."""
     done = fresh_process.run_child(args, env=dict(os.environ), timeout_s=timeout_s)
     return done.stdout if done.returncode == 0 else ""
-
-
-def _installed_versions() -> dict[str, str | None]:
-    """Versions of ``FRAMEWORKS`` from package metadata: nothing is imported."""
-    from utils.results import version
-
-    return {name: version(name) for name in FRAMEWORKS}
 
 
 def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
@@ -347,7 +340,7 @@ def detect(
     cpu_model, cpu_features = parse_cpuinfo(cpuinfo)
     cpu_model = cpu_model or (os.uname().machine if os.path.abspath(root) == "/" else "unknown")
     cores = _cpu_cores(root, cpuinfo)
-    versions = _installed_versions() if frameworks is None else frameworks
+    versions = results.versions(FRAMEWORKS) if frameworks is None else frameworks
     fw = {name: versions.get(name) or None for name in FRAMEWORKS}
     hints = [
         _accelerator_hint(platform, tpu, gpus, cores),
