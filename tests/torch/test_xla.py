@@ -20,7 +20,7 @@ from torch import nn  # noqa: E402
 
 from utils.fresh_process import run_python_json  # noqa: E402
 from utils.torch import xla  # noqa: E402
-from utils.torch.models import SeedCNN, count_parameters, images_to_float  # noqa: E402
+from utils.torch.models import SeedCNN, images_to_float  # noqa: E402
 
 
 def _images(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +35,7 @@ def _linear(out_features: int) -> nn.Module:
 
 def test_seed_cnn_matches_the_keras_seed_model() -> None:
     model = SeedCNN()
-    assert count_parameters(model) == 122_570  # Keras' model.summary() of the seed's CNN
+    assert sum(p.numel() for p in model.parameters()) == 122_570  # Keras' summary of the seed
     out = model(images_to_float(torch.zeros(2, 3, 32, 32, dtype=torch.uint8)))
     assert out.shape == (2, 10)
 
@@ -151,6 +151,29 @@ def test_training_lowers_the_loss_on_a_tiny_set() -> None:
     assert np.mean(losses[-3:]) < losses[0] - 0.1
     acc = xla.evaluate(model, xla.make_loader(x, y, batch_size=16), dev=dev)
     assert 0.0 <= acc <= 1.0
+
+
+def test_evaluation_counts_every_image_through_one_graph() -> None:
+    """A last, smaller batch (10 images at batch 4: 4, 4, 2) is padded and masked: the accuracy is
+    the plain one over all 10 images, and no second evaluation graph compiles for its shape."""
+    dev = torch_xla.device()
+    torch.manual_seed(0)
+    model = _linear(11).to(dev)  # a size no other test compiles
+    x, y = _images(10, seed=3)
+    images = torch.from_numpy(x).permute(0, 3, 1, 2)
+    with torch.no_grad():  # the plain accuracy, eagerly on the CPU, all 10 images at once
+        hits = model.cpu()(images_to_float(images)).argmax(1) == torch.from_numpy(y)
+    plain = float(hits.float().mean())
+    model.to(dev)
+    compiles = []
+    for n in (8, 10):  # whole batches first, then one more, partial batch of the same size
+        before = xla.metrics_summary()
+        accuracy = xla.evaluate(model, xla.make_loader(x[:n], y[:n], batch_size=4), dev=dev)
+        compiles.append(xla.metrics_delta(before, xla.metrics_summary())["compile_count"])
+    assert accuracy == pytest.approx(plain)
+    assert compiles[0] >= 1 and compiles[1] == 0, compiles  # the partial batch reused the graph
+    cpu = xla.evaluate(model.cpu(), xla.make_loader(x, y, batch_size=4), dev=torch.device("cpu"))
+    assert cpu == pytest.approx(plain)
 
 
 def test_eager_cpu_path_runs_the_same_loop() -> None:

@@ -42,11 +42,6 @@ class SeedCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters (the seed's CNN: 122,570)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def images_to_float(images: torch.Tensor) -> torch.Tensor:
     """uint8 ``(B, 3, H, W)`` images -> float32 in [0, 1], on whatever device they are.
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from utils import runtime  # framework-free
-from utils.bootstrap import installed_version
 from utils.mfu import measured_peak
+from utils.results import version
 
 
 def torch_xla_problem(versions: Mapping[str, str | None] | None = None) -> str | None:
@@ -31,7 +31,7 @@ def torch_xla_problem(versions: Mapping[str, str | None] | None = None) -> str |
     torch_xla X.Y is built against torch X.Y, although its package metadata does not say so.
     Reads package metadata only (``versions`` defaults to what is installed).
     """
-    v = versions or {name: installed_version(name) for name in ("torch", "torch_xla")}
+    v = versions or {name: version(name) for name in ("torch", "torch_xla")}
     torch_v, xla_v = v.get("torch"), v.get("torch_xla")
     if not xla_v or (torch_v and runtime.same_release(torch_v, xla_v)):
         return None
@@ -166,11 +166,12 @@ def train_step(model, images, labels, optimizer, bf16=False):  # shown in notebo
     return loss.detach()  # stays on the device: read it once, at the end
 
 
-def _batches(loader: DataLoader, dev: torch.device):
-    """Batches on ``dev``; on XLA through ``MpDeviceLoader`` (background copy, a sync per batch)."""
+def _batches(loader: Iterable, dev: torch.device):
+    """Batches (tuples of tensors) on ``dev``; on XLA through ``MpDeviceLoader`` (background copy,
+    a sync per batch)."""
     if dev.type == "xla":
         return pl.MpDeviceLoader(loader, dev)
-    return ((x.to(dev), y.to(dev)) for x, y in loader)
+    return (tuple(t.to(dev) for t in batch) for batch in loader)
 
 
 def _wait(dev: torch.device) -> None:
@@ -201,15 +202,34 @@ def train(
     return [float(t.cpu()) for t in losses]
 
 
+def _padded(loader: DataLoader):
+    """``(images, labels, valid)`` batches: a smaller batch padded with zero rows to
+    ``loader.batch_size``, ``valid`` marking its real rows (one shape, one compiled graph)."""
+    size = loader.batch_size
+    for images, labels in loader:
+        extra = size - int(labels.shape[0])
+        yield (
+            torch.cat([images, images.new_zeros((extra, *images.shape[1:]))]),
+            torch.cat([labels, labels.new_zeros(extra)]),
+            torch.arange(size) < int(labels.shape[0]),
+        )
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: DataLoader, *, dev: torch.device) -> float:
-    """Accuracy of ``model`` on ``loader``; the correct-count is summed on the device, read once."""
+    """Accuracy of ``model`` on every image of ``loader``; summed on the device, read once.
+
+    A smaller last batch is padded to the batch size and its padding masked out (notebook 03's
+    cure), so evaluation compiles one graph whatever the number of images.
+    """
     model.eval()
-    correct, total = torch.zeros((), dtype=torch.int64, device=dev), 0
-    for images, labels in _batches(loader, dev):
-        correct += (model(images_to_float(images)).argmax(dim=1) == labels).sum()
-        total += int(labels.shape[0])
+    correct = torch.zeros((), dtype=torch.int64).to(dev)  # data: every batch one graph
+    for images, labels, valid in _batches(_padded(loader), dev):
+        hits = model(images_to_float(images)).argmax(dim=1) == labels
+        correct += (hits & valid).sum()
+    _wait(dev)  # the last batch as a step like the others, not as a read (another graph)
     model.train()
+    total = len(loader) * loader.batch_size if loader.drop_last else len(loader.dataset)
     return int(correct.cpu()) / max(total, 1)
 
 
