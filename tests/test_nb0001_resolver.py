@@ -8,14 +8,14 @@ import importlib.util
 
 import pytest
 
-from utils import bootstrap, runtime
+from utils import results, runtime
 
 pytestmark = [
     pytest.mark.skipif(
         importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"
     ),
     pytest.mark.skipif(
-        bool(bootstrap.installed_version("tensorflow-tpu")),
+        bool(results.version("tensorflow-tpu")),
         reason="tensorflow-tpu is installed: not the plain-CPU case",
     ),
 ]

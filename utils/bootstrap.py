@@ -33,8 +33,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from utils import runtime
-from utils.results import version
+from utils import results, runtime
 
 # Environment defaults that keep notebook output readable and comparable under nbval.
 QUIET_ENV: Mapping[str, str] = {
@@ -89,28 +88,19 @@ def is_installed(module: str) -> bool:
         return False
 
 
-def installed_version(distribution: str) -> str | None:
-    """The installed version of a distribution (e.g. ``"torch"``), or None."""
-    return version(distribution)
-
-
 def _minor(version: str) -> str:
-    """``"2.9.0+cu126"`` -> ``"2.9"``."""
-    return ".".join(version.split("+")[0].split(".")[:2])
+    """``"2.9.0+cu126"`` -> ``"2.9"``: the release a pip pin names (``runtime.major_minor``)."""
+    return ".".join(map(str, runtime.major_minor(version) or ()))
 
 
 def install_plan(
-    rt: runtime.Runtime,
-    missing: Iterable[str],
-    versions: Mapping[str, str | None] | None = None,
+    rt: runtime.Runtime, missing: Iterable[str], versions: Mapping[str, str | None]
 ) -> list[list[str]]:
     """The ``pip install`` argument lists that bring in ``missing`` modules on this runtime.
 
-    ``versions`` maps distribution names to installed versions (default: read from this
-    environment); it decides, for instance, which torch_xla matches a preinstalled torch.
+    ``versions`` maps distribution names to installed versions (``results.versions``); it
+    decides, for instance, which torch_xla matches a preinstalled torch.
     """
-    if versions is None:
-        versions = {name: installed_version(name) for name in ("torch", "tensorflow-tpu")}
     on_tpu = rt.accelerator == "tpu"
     plan: list[list[str]] = []
     for module in missing:
@@ -155,10 +145,6 @@ class StackStatus:
     detail: str
 
 
-def _installed_versions(names: Iterable[str]) -> dict[str, str | None]:
-    return {name: installed_version(name) for name in names}
-
-
 STACK_DISTRIBUTIONS = (*TENSORFLOW_DISTRIBUTIONS, "jax", "keras", "libtpu", "torch", "torch_xla",
                        "torch-tpu")  # fmt: skip
 
@@ -171,7 +157,7 @@ def stack_status(
     Nothing is imported. ``versions`` maps distribution names to installed versions (default:
     read from this environment; tests pass fakes).
     """
-    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    v = results.versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
     on_tpu = rt.accelerator == "tpu"
     return [
         _keras_jax_status(v, on_tpu),
@@ -226,7 +212,7 @@ def _tf_tpu_strategy_status(rt: runtime.Runtime, v: Mapping[str, str | None]) ->
 def _torch_xla_status(v: Mapping[str, str | None], on_tpu: bool) -> StackStatus:
     """PyTorch/XLA: torch and torch_xla of one minor version."""
     torch, xla = v.get("torch"), v.get("torch_xla")
-    if torch and xla and _minor(torch) == _minor(xla):
+    if torch and xla and runtime.same_release(torch, xla):
         verdict = "works as shipped" if on_tpu else "CPU only"
         return StackStatus("torch_xla", verdict, f"torch {torch}, torch_xla {xla} (PJRT)")
     if torch and xla:
@@ -313,7 +299,7 @@ def tf_on_tpu(rt: runtime.Runtime, versions: Mapping[str, str | None] | None = N
         return False
     if isinstance(rt, Prepared):
         return rt.tf_on_device
-    v = _installed_versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
+    v = results.versions(STACK_DISTRIBUTIONS) if versions is None else dict(versions)
     return _prepared(rt, v, show=False).tf_on_device
 
 
@@ -375,7 +361,7 @@ def prepare(
         env.setdefault(key, value)
 
     read_versions = versions is None
-    v = _installed_versions(STACK_DISTRIBUTIONS) if read_versions else dict(versions)
+    v = results.versions(STACK_DISTRIBUTIONS) if read_versions else dict(versions)
     rt = runtime.detect(env=env, frameworks={**{n: None for n in runtime.FRAMEWORKS}, **v})
     on_tpu_vm = rt.accelerator == "tpu" and rt.tpu is not None
     if rt.accelerator == "tpu":
@@ -393,7 +379,7 @@ def prepare(
     if missing:
         _install_missing(rt, missing, v, allow_install)
         if read_versions:
-            v = _installed_versions(STACK_DISTRIBUTIONS)
+            v = results.versions(STACK_DISTRIBUTIONS)
     return _prepared(rt, v, show="tensorflow" in needs)
 
 

@@ -13,14 +13,14 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from utils import bootstrap  # noqa: E402
+from utils import results  # noqa: E402
 from utils import runtime as runtime_mod  # noqa: E402
 from utils.tf import tpu_connect  # noqa: E402
 
 
 def test_trial_on_this_cpu_reports_the_real_error():
     """On a machine without TPU kernels, the trial returns TensorFlow's own first line."""
-    if bootstrap.installed_version("tensorflow-tpu"):
+    if results.version("tensorflow-tpu"):
         pytest.skip("tensorflow-tpu is installed: not the plain-CPU case")
     error = runtime_mod.try_resolver("local", timeout_s=30)
     assert error and error.startswith("NotFoundError") and "ConfigureDistributedTPU" in error
@@ -39,7 +39,7 @@ def test_a_silent_address_costs_the_trial_not_this_process():
 
 
 def test_connect_tpu_on_this_cpu_says_what_to_do():
-    if bootstrap.installed_version("tensorflow-tpu"):
+    if results.version("tensorflow-tpu"):
         pytest.skip("tensorflow-tpu is installed: not the plain-CPU case")
     with pytest.raises(tpu_connect.TPUConnectionError, match="ConfigureDistributedTPU") as info:
         tpu_connect.connect_tpu()

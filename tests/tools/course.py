@@ -261,10 +261,6 @@ def setup_block() -> str:
     raise RuntimeError(f"{CONTRIBUTING.name} shows no set-up cell (a python block with COURSE_REF)")
 
 
-def setup_ref() -> str:
-    return SETUP_REF.search(setup_block()).group(1)
-
-
 def _first_code_cell(nb: dict) -> dict:
     return next(c for c in nb["cells"] if c["cell_type"] == "code")
 

@@ -173,13 +173,18 @@ def test_every_notebook_starts_with_contributings_set_up_cell() -> None:
     assert course.check_setup() == []
 
 
+def _setup_ref() -> str:
+    """The COURSE_REF in CONTRIBUTING's set-up cell."""
+    return course.SETUP_REF.search(course.setup_block()).group(1)
+
+
 def test_sync_setup_sets_the_ref_and_changes_only_the_set_up_cells(tmp_path, monkeypatch) -> None:
     copy = _copy_course(tmp_path, monkeypatch)
     before = {p.name: json.loads(p.read_text("utf-8")) for p in course.find_notebooks()}
     with pytest.raises(ValueError, match="tag or commit"):
         course.sync_setup("v1 ; rm -rf /")
     assert copy / "CONTRIBUTING.md" in course.sync_setup("v9.8.7")
-    assert course.setup_ref() == "v9.8.7" and course.check_setup() == []
+    assert _setup_ref() == "v9.8.7" and course.check_setup() == []
     for path in course.find_notebooks():
         nb, old = json.loads(path.read_text("utf-8")), before[path.name]
         cell, old_cell = course._first_code_cell(nb), course._first_code_cell(old)
@@ -273,7 +278,7 @@ def test_course_ref_is_a_commit_of_this_repository_with_todays_utils() -> None:
     """Colab and Kaggle fetch COURSE_REF: its utils/ must be the utils/ the notebooks ran with."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    ref = course.setup_ref()
+    ref = _setup_ref()
     diff = subprocess.run(
         ["git", "-C", str(ROOT), "diff", "--stat", ref, "--", "utils"],
         capture_output=True,

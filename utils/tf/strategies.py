@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from utils import bootstrap
+from utils import bootstrap, results
 from utils import runtime as runtime_mod
 from utils import simulated_devices as simulated
 
@@ -158,7 +158,7 @@ def get_strategy(
 
 def _cpu_stand_in_note() -> str:
     """The line :func:`get_strategy` prints on a TPU whose TensorFlow has no TPU kernels."""
-    v = {d: bootstrap.installed_version(d) for d in bootstrap.TENSORFLOW_DISTRIBUTIONS}
+    v = results.versions(bootstrap.TENSORFLOW_DISTRIBUTIONS)
     found = f"{bootstrap.tensorflow_distribution(v) or 'TensorFlow'} {tf.__version__}"
     return (
         f"CPU STAND-IN: {found} has no TPU kernels, so TensorFlow runs on this TPU machine's host "
