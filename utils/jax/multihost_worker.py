@@ -70,7 +70,7 @@ def main(args):
     print(f"process {rank}/{n}: {devices}, files {', '.join(files)}, starting at step {start}")
     state, run = train(args, state, train_step, manager, shards, slot, sharded, start)
 
-    # 6. A metric gathered from every host: each host's step time (a straggler shows here).
+    # 6. A metric gathered from every host: its time per step (equal on all: each waits for all).
     every = multihost_utils.process_allgather(run["step_s"])  # one per process, the same on all
     print(f"step time per process (ms): {[round(float(t) * 1e3, 1) for t in every]}", flush=True)
     save_results(epath.Path(args.out), rank, state, run, start)
