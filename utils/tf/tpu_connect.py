@@ -47,9 +47,8 @@ def connect_tpu() -> tf.distribute.cluster_resolver.TPUClusterResolver:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
         raise TPUConnectionError(
-            f"TPUClusterResolver(tpu='local') failed: {type(exc).__name__}: {first}\n"
+            f"TPUClusterResolver(tpu='local') failed: {runtime.error_line(exc)}\n"
             "If another process holds the TPU (one process owns the chips), restart the "
             f"runtime. {runtime.TPU_TODAY}"
         ) from exc
