@@ -62,7 +62,8 @@ TORCH_XLA_VERSION = "2.9.0"  # its binary needs exactly the same torch version
 #   ml_dtypes 0.6.0 and h5py 3.16.0 all satisfy them, so pip replaces none of Colab's packages
 #   (a dry run on a venv with Colab's pins changed none of them). Its generated protobuf code is
 #   5.28.3, which protobuf 7's runtime check accepts (it refuses only gencode newer than itself).
-# tensorflow-tpu stays an opt-in (INSTALL_TENSORFLOW_TPU): it brings its own libtpu (TF_TPU_RISK).
+# tensorflow-tpu stays an opt-in (INSTALL_TENSORFLOW_TPU): it runs on the image's libtpu, a pairing
+# no one has published as working (TF_TPU_RISK).
 TENSORFLOW_CPU_VERSION = "2.20.0"
 
 # Import name -> distribution name, for the packages the notebooks ask for.
