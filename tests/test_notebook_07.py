@@ -1,5 +1,5 @@
 """Notebook 07 serves a free-TPU (JAX) learner first: Part 1 is Grain and Keras on JAX without
-TensorFlow, Part 2 the same work in tf.data.
+TensorFlow, Part 2 a tf.data tuning lab on the same records.
 
 Framework-free: reads the stored notebook as JSON.
 
@@ -7,6 +7,8 @@ Framework-free: reads the stored notebook as JSON.
   TensorFlow and no Part 1 cell imports it; Part 2 starts with its own
   ``prepare(needs=["tensorflow"])``.
 * Grain reads ArrayRecord shards with multiprocess prefetch; verdicts compare it with tf.data.
+* Part 2's ladder is ``bp.LADDER``, each step judged against the one before; the tuned chain and
+  the v5e line are printed from the measurements; every step is recorded.
 * The exercise is stored unsolved: a placeholder, a collapsed solution under ``SHOW_SOLUTIONS``,
   a collapsed check that says what is missing and never says "passed" in the stored run.
 * Part 1 runs on its own: it uses no name defined only in Part 2.
@@ -22,7 +24,7 @@ from tests.nbcells import NOTEBOOKS, cells, heading, hidden, index, stdout, text
 
 NB07 = NOTEBOOKS / "07_tf_data_performance.ipynb"
 PART1 = "## Part 1 · Grain and Keras on JAX"
-PART2 = "## Part 2 · The same work in `tf.data`"
+PART2 = "## Part 2 · `tf.data`, tuned one technique at a time"
 
 
 def _tree(source: str) -> ast.Module:
@@ -85,8 +87,39 @@ def test_grain_reads_array_record_with_worker_processes_and_meets_tf_data_by_ver
                   "grain.MultiprocessingOptions(num_workers=", "model.fit("):  # fmt: skip
         assert piece in code, piece
     part2 = "\n".join(text(c) for c in cs[heading(cs, PART2) :] if c["cell_type"] == "code")
-    assert 'steady("tf.data", with_tf)' in part2 and ".verdict(" in part2
-    assert ".sentence()" in part2, "verdicts are printed in their own words"
+    assert 'per_epoch("tf.data, tuned", with_tf)' in part2 and '"Grain, threads"' in part2
+    assert ".verdict(" in part2 and ".sentence()" in part2, "verdicts in their own words"
+
+
+def test_part_2_is_a_ladder_judged_step_by_step_and_against_the_chip() -> None:
+    cs = cells(NB07)
+    part2 = [c for c in cs[heading(cs, PART2) :] if c["cell_type"] == "code"]
+    ladder = next(c for c in part2 if "bp.LADDER" in text(c) and "compare(" in text(c))
+    assert "nbval-ignore-output" in ladder["metadata"]["tags"]
+    assert "zip(names[1:], names" in text(ladder), "each step against the one before"
+    assert "verdict = ladder.verdict(step, before)" in text(ladder)
+    assert "print(verdict.sentence())" in text(ladder) and "bp.PAYS_WHEN[step]" in text(ladder)
+    assert "against_v5e(" in text(ladder), "each step's rate against one v5e chip's need"
+    tuned = next(c for c in part2 if text(c).startswith("def tuned_chain("))
+    assert not hidden(tuned), "the tuned chain is a visible cell a learner copies"
+    pieces = (
+        ".interleave(",
+        "num_parallel_calls=tf.data.AUTOTUNE",
+        ".cache()",
+        ".prefetch(tf.data.AUTOTUNE)",
+        "tf.data.Options()",
+        "deterministic = False",
+    )
+    for piece in pieces:
+        assert piece in text(tuned), piece
+    closing = "\n".join(text(c) for c in part2)
+    assert "against_v5e(tuned)" in closing and "if tuned < need:" in closing
+    assert 'ladder.metrics(pairs, prefix="ladder_")' in text(cs[-1]), "every step is recorded"
+    demo = next(c for c in part2 if "decoded.map(bp.augment).cache()" in text(c))
+    assert stdout(demo).splitlines() == [
+        "cache after the augmentation: 2,048 of 2,048 images identical in epoch 2",
+        "cache before the augmentation: 0 of 2,048 images identical in epoch 2",
+    ]
 
 
 def test_the_exercise_is_stored_unsolved() -> None:
