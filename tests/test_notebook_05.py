@@ -20,7 +20,7 @@ import ast
 import builtins
 from pathlib import Path
 
-from tests.nbcells import NOTEBOOKS, cells, heading, hidden, names_bound_and_read, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, names_bound_and_read, text
 
 NB05 = NOTEBOOKS / "05_custom_training_loop.ipynb"
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,18 +113,6 @@ def test_part_2_prepares_and_imports_for_itself() -> None:
     p2_bound, p2_read = names_bound_and_read(part2)
     only_part_1 = p1_bound - before_bound - p2_bound - set(dir(builtins))
     assert p2_read & only_part_1 == set()
-
-
-def test_one_exercise_stored_unsolved() -> None:
-    cs = cells(NB05)
-    md = [text(c) for c in cs if c["cell_type"] == "markdown"]
-    assert len([m for m in md if m.startswith("## Exercise")]) == 1
-    placeholder, solution, check = _code(cs[heading(cs, "## Exercise") : heading(cs, "## Recap")])
-    assert not hidden(placeholder) and text(placeholder).startswith("my_k = None")
-    assert hidden(solution) and "\nif SHOW_SOLUTIONS:\n" in text(solution)
-    assert hidden(check) and "assert not (SHOW_SOLUTIONS and problems)" in text(check)
-    out = stdout(check)
-    assert out.startswith("Exercise: not done yet: ") and "passed" not in out.lower(), out
 
 
 def test_part_1_has_a_whole_loop_with_k_steps_per_call() -> None:

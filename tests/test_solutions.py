@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nbcells import EXERCISE_NOT_DONE, EXERCISE_PASSED, NOTEBOOKS, cells, text
+from tests.nbcells import EXERCISE_NOT_DONE, EXERCISE_PASSED, NOTEBOOKS, cells, hidden, text
 from tests.test_lean import outputs
 
 NBS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
@@ -29,3 +29,12 @@ def test_exercises_are_stored_unsolved(path: Path) -> None:
     stored = "\n".join(outputs(c) for c in cells(path) if c["cell_type"] == "code")
     assert not EXERCISE_PASSED.search(stored), f"{path.name}: a stored output reports a pass"
     assert EXERCISE_NOT_DONE.search(stored), f"{path.name}: the check should say what is missing"
+
+
+@pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem[:2])
+def test_each_solution_is_collapsed_and_applies_only_when_asked(path: Path) -> None:
+    """The one solution cell is collapsed and does nothing unless ``SHOW_SOLUTIONS`` is set."""
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    solutions = [c for c in code if text(c).startswith("# @title Solution")]
+    assert len(solutions) == 1 and hidden(solutions[0]), path.name
+    assert text(solutions[0]).splitlines()[1].startswith("if SHOW_SOLUTIONS"), path.name
