@@ -6,9 +6,7 @@ Framework-free: reads the stored notebook as JSON and parses its code cells with
   Appendix A after the recap, announced by a link where the main line needs it.
 * No main-line cell reads a name that only an appendix defines (a learner may stop at the recap).
 * The settings a learner needs are computed in visible cells, not in collapsed harness.
-* The exercise is stored unsolved: a visible placeholder, a collapsed solution that applies only
-  under `SHOW_SOLUTIONS` (False in the parameters), a collapsed check that says what is missing and
-  asserts only when the solution is shown. The results cell comes last and is collapsed.
+* The results cell comes last and is collapsed (the exercise's layout: tests/test_solutions.py).
 * The recipe cell itself is run by `tests/keras/test_nb02_recipe.py`.
 """
 
@@ -17,7 +15,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, text
 
 NB02 = NOTEBOOKS / "02_keras_jax_cifar10.ipynb"
 
@@ -65,26 +63,6 @@ def appendix_only_names_read_by_the_main_line(cs: list[dict]) -> dict[int, set[s
     return found
 
 
-def solution_applies_only_when_shown(solution: dict) -> bool:
-    """Every statement of the solution (after its title comment) sits under `if SHOW_SOLUTIONS:`."""
-    body = ast.parse(text(solution)).body
-    if len(body) != 1 or not isinstance(body[0], ast.If) or body[0].orelse:
-        return False
-    test = body[0].test
-    return isinstance(test, ast.Name) and test.id == "SHOW_SOLUTIONS"
-
-
-def shows_solutions_off(cs: list[dict]) -> bool:
-    params = next(c for c in cs if "parameters" in c.get("metadata", {}).get("tags", []))
-    return "\nSHOW_SOLUTIONS = False" in "\n" + text(params)
-
-
-def stored_unsolved(check: dict) -> bool:
-    """The check's stored output says what is missing, and never that the exercise passed."""
-    out = stdout(check)
-    return out.startswith("Exercise: not done yet:") and "passed" not in out.lower()
-
-
 def test_the_main_line_ends_with_the_recap_and_the_detour_is_an_appendix() -> None:
     cs = cells(NB02)
     heads = [text(c).splitlines()[0] for c in cs if c["cell_type"] == "markdown" and text(c)]
@@ -120,31 +98,6 @@ def test_the_settings_a_learner_needs_are_computed_in_visible_cells() -> None:
     visible = "".join(text(c) for c in main if c["cell_type"] == "code" and not hidden(c))
     assert 'set_dtype_policy("mixed_bfloat16")' in visible
     assert "steps_per_execution=steps_per_execution" in visible
-
-
-def test_the_exercise_is_stored_unsolved() -> None:
-    cs = cells(NB02)
-    assert shows_solutions_off(cs)
-    block = cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]
-    code = [c for c in block if c["cell_type"] == "code"]
-    placeholder, solution, reference, check = code  # the reference is collapsed, after the edit
-    assert hidden(reference) and "def train_on(" in text(reference)
-    assert not hidden(placeholder) and "DataParallel(devices=devices)" in text(placeholder)
-    assert hidden(solution) and solution_applies_only_when_shown(solution)
-    assert hidden(check) and "\n    assert not SHOW_SOLUTIONS or " in text(check)
-    assert "sharding_check.check_in_fresh_process(exercise_distribution" in text(check)
-    assert stored_unsolved(check), stdout(check)
-
-
-def test_an_unconditional_solution_is_caught() -> None:
-    """Planted bug: the solution applied whatever SHOW_SOLUTIONS says."""
-    cs = cells(NB02)
-    block = cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]
-    solution = [c for c in block if c["cell_type"] == "code"][1]
-    title, _, body = text(solution).split("\n", 2)
-    dedented = "\n".join(line.removeprefix("    ") for line in body.splitlines())
-    assert not solution_applies_only_when_shown({"source": [title + "\n" + dedented]})
-    assert not stored_unsolved({"outputs": [{"name": "stdout", "text": "Exercise: passed: ..."}]})
 
 
 def test_results_are_recorded_last_in_a_collapsed_cell() -> None:

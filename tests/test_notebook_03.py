@@ -6,19 +6,15 @@ Framework-free: reads the stored notebook as JSON and parses its code cells with
   and the profiler trace are Appendix A and B after the recap. 1 device against all of them is
   notebook 02's Appendix A, linked from section 2.
 * No main-line cell reads a name that only an appendix defines (a learner may stop at the recap).
-* The exercise is stored unsolved: a visible placeholder (`evaluate = None`), a collapsed solution
-  that applies only under `SHOW_SOLUTIONS`, a collapsed check that says what is missing and asserts
-  only when the solution is shown. The results cell comes last.
+* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The results cell comes last.
 """
 
 from __future__ import annotations
 
-from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, text
 from tests.test_notebook_02 import (
     appendix_only_names_read_by_the_main_line,
-    shows_solutions_off,
-    solution_applies_only_when_shown,
-    stored_unsolved,
 )
 
 NB03 = NOTEBOOKS / "03_jax_under_the_hood.ipynb"
@@ -59,25 +55,6 @@ def test_the_dependency_check_catches_an_appendix_only_name() -> None:
     moved = cs[:i] + cs[i + 1 :] + [cs[i]]
     found = appendix_only_names_read_by_the_main_line(moved)
     assert any("batches" in names for names in found.values()), found
-
-
-def test_the_exercise_is_stored_unsolved() -> None:
-    cs = cells(NB03)
-    assert shows_solutions_off(cs)
-    placeholder, solution, check = _exercise(cs)
-    assert not hidden(placeholder) and "\nevaluate = None" in text(placeholder)
-    assert hidden(solution) and text(solution).startswith("# @title Solution")
-    assert solution_applies_only_when_shown(solution)
-    assert hidden(check) and "\n    assert not SHOW_SOLUTIONS or " in text(check)
-    assert stored_unsolved(check), stdout(check)
-
-
-def test_an_unconditional_solution_is_caught() -> None:
-    """Planted bug: the solution replaces the learner's `evaluate` whatever SHOW_SOLUTIONS says."""
-    _, solution, _ = _exercise(cells(NB03))
-    title, _, body = text(solution).split("\n", 2)  # drop the `if SHOW_SOLUTIONS:` line
-    dedented = "\n".join(line.removeprefix("    ") for line in body.splitlines())
-    assert not solution_applies_only_when_shown({"source": [title + "\n" + dedented]})
 
 
 def test_results_are_recorded_last_in_a_collapsed_cell() -> None:

@@ -6,15 +6,13 @@ Framework-free: reads the stored notebook as JSON.
 * No Keras-on-JAX part: no `%%save_script` script, no JAX import, no `## Part 1`.
 * The learning rate follows notebook 09's rule (square root of the batch growth) and links to it;
   no rule of its own (`LR_SCALING`).
-* One exercise, stored unsolved: a visible placeholder, a collapsed solution that applies only
-  with `SHOW_SOLUTIONS`, a collapsed check that prints what is missing (it does not raise) and
-  whose stored output says nothing passed.
+* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
 * The results cell is last and collapsed, after the recap.
 """
 
 from __future__ import annotations
 
-from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, text
 
 NB04 = NOTEBOOKS / "04_keras_cifar10_tpu.ipynb"
 
@@ -46,20 +44,6 @@ def test_learning_rate_is_notebook_09s_rule() -> None:
     assert any(rule in text(c) for c in _code(cs))
     assert any("09_train_faster.ipynb" in text(c) for c in cs if c["cell_type"] == "markdown")
     assert not any("LR_SCALING" in text(c) or "linear" in text(c).lower() for c in _code(cs))
-
-
-def test_one_exercise_stored_unsolved() -> None:
-    cs = cells(NB04)
-    md = [text(c) for c in cs if c["cell_type"] == "markdown"]
-    exercises = [m for m in md if m.startswith("## Exercise")]
-    assert len(exercises) == 1
-    ex = heading(cs, "## Exercise")
-    placeholder, solution, check = _code(cs[ex : heading(cs, "## Recap")])
-    assert not hidden(placeholder) and text(placeholder).startswith("my_ds = None")
-    assert hidden(solution) and "\nif SHOW_SOLUTIONS:\n" in text(solution)
-    assert hidden(check) and "assert not (SHOW_SOLUTIONS and problems)" in text(check)
-    out = stdout(check)
-    assert out.startswith("Exercise: not done yet: ") and "passed" not in out.lower(), out
 
 
 def test_results_last_after_the_recap() -> None:

@@ -7,8 +7,7 @@ Framework-free: reads the stored notebook as JSON.
 * The scanned loop a learner copies is the one ``utils.jax.ladder_bench`` holds, and the one
   09 runs: ``tests/test_shown_functions.py``.
 * Measurement cells are tagged ``nbval-ignore-output`` and followed by a check cell.
-* The exercise is stored unsolved: ``SHOW_SOLUTIONS = False``, a collapsed solution that applies
-  only when it is True, and a check that prints what is missing without stopping the notebook.
+* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
 * The results cell comes last, collapsed, after the recap (budgets: ``tests/test_lean.py``).
 """
 
@@ -20,7 +19,6 @@ from tests.nbcells import (
     heading,
     hidden,
     index,
-    stdout,
     text,
 )
 
@@ -66,27 +64,6 @@ def test_one_figure_with_the_ladder_and_its_v5e_band() -> None:
     assert len(figure) == 1
     assert any("image/png" in o.get("data", {}) for o in figure[0]["outputs"]), "no stored figure"
     assert "plot_bands" not in "".join(text(c) for c in cs)
-
-
-def test_the_exercise_is_stored_unsolved() -> None:
-    cs = cells(NB09)
-    params = next(c for c in cs if "parameters" in _tags(c))
-    assert "SHOW_SOLUTIONS = False" in text(params)
-    start = heading(cs, "## Exercise")
-    recap = heading(cs, "## Recap")
-    block = cs[start:recap]
-    solution = [c for c in block if text(c).startswith("# @title Solution")]
-    assert len(solution) == 1 and hidden(solution[0])
-    assert text(solution[0]).splitlines()[1] == "if SHOW_SOLUTIONS:", "applies only when True"
-    check = next(c for c in block if text(c).startswith("# @title Exercise check"))
-    assert "assert " not in text(check) and "raise" not in text(check), "must not stop the notebook"
-    assert IGNORE not in _tags(check), "nbval compares the unsolved message"
-    assert stdout(check).startswith("Exercise: not done yet"), stdout(check)
-    attempt = [c for c in block if c["cell_type"] == "code" and not hidden(c)]
-    assert "sc.speed_check(planted_model(" in text(attempt[0]), "speed_check on a model not the CNN"
-    assert 'MY_BATCH, MY_POLICY = 50, "float32"' in text(attempt[1])
-    for c in cs:
-        assert "Exercise: passed" not in stdout(c), "a stored solved exercise"
 
 
 def test_results_are_recorded_last_after_the_recap() -> None:

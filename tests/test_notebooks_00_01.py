@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nbcells import NOTEBOOKS, cells, heading, hidden, stdout, text
+from tests.nbcells import NOTEBOOKS, cells, heading, hidden, text
 from tests.test_lean import (
     COLLAPSED_LINES,
     HEADER_WORDS,
@@ -52,25 +52,6 @@ def test_header_and_budgets(path: Path) -> None:
     assert c["header"] <= HEADER_WORDS and c["prose"] <= PROSE_WORDS, c
     assert c["visible"] <= VISIBLE_LINES and c["collapsed"] <= COLLAPSED_LINES, c
     assert not banned_phrases(path)
-
-
-@BOTH
-def test_exercise_stored_unsolved(path: Path) -> None:
-    cs = cells(path)
-    params = next(c for c in cs if "parameters" in c["metadata"].get("tags", []))
-    assert re.search(r"^SHOW_SOLUTIONS = False\b", text(params), re.M)
-    assert "SHOW_SOLUTIONS=(SHOW_SOLUTIONS, bool, False)" in text(cs[cs.index(params) + 1])
-    block = cs[heading(cs, "## Exercise") : heading(cs, "## Recap")]
-    attempt = [c for c in _code(block) if not hidden(c)]
-    solution = [c for c in block if text(c).startswith("# @title Solution")]
-    check = [c for c in block if text(c).startswith("# @title Check the exercise")]
-    assert attempt and len(solution) == 1 and len(check) == 1
-    assert hidden(solution[0]) and hidden(check[0])
-    assert "if SHOW_SOLUTIONS" in text(solution[0]) and not solution[0].get("outputs")
-    assert cs.index(attempt[0]) < cs.index(solution[0]) < cs.index(check[0])
-    out = stdout(check[0])
-    assert re.search(r"^Exercise: not done yet: ", out, re.M) and "passed" not in out, out
-    assert "Exercise: passed" in text(check[0]) or '"passed' in text(check[0])
 
 
 @BOTH

@@ -38,3 +38,7 @@ def test_each_solution_is_collapsed_and_applies_only_when_asked(path: Path) -> N
     solutions = [c for c in code if text(c).startswith("# @title Solution")]
     assert len(solutions) == 1 and hidden(solutions[0]), path.name
     assert text(solutions[0]).splitlines()[1].startswith("if SHOW_SOLUTIONS"), path.name
+    checks = [c for c in code if EXERCISE_NOT_DONE.search(outputs(c))]
+    assert checks, f"{path.name}: no stored check says what is missing"
+    tags = [t for c in checks for t in c["metadata"].get("tags", [])]
+    assert "nbval-ignore-output" not in tags, f"{path.name}: nbval compares the check's output"
