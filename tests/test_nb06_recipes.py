@@ -1,7 +1,7 @@
 """Notebook 06's structure: on a TPU no second process fights the kernel for the chips, the loop to
-copy is the compiled step the speed section measures, and every cell reads only names bound above it (the exercise's layout: tests/test_solutions.py).
-Framework-free: the notebook is read as JSON, its code with
-``ast``."""
+copy is the compiled step the speed section measures, and every cell reads only names bound above
+it (the exercise's layout: tests/test_solutions.py). Framework-free: the notebook is read as JSON,
+its code with ``ast``."""
 
 from __future__ import annotations
 

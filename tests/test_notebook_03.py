@@ -6,7 +6,7 @@ Framework-free: reads the stored notebook as JSON and parses its code cells with
   and the profiler trace are Appendix A and B after the recap. 1 device against all of them is
   notebook 02's Appendix A, linked from section 2.
 * No main-line cell reads a name that only an appendix defines (a learner may stop at the recap).
-* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The exercise's layout: ``tests/test_solutions.py``.
 * The results cell comes last.
 """
 

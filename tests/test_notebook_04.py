@@ -6,7 +6,7 @@ Framework-free: reads the stored notebook as JSON.
 * No Keras-on-JAX part: no `%%save_script` script, no JAX import, no `## Part 1`.
 * The learning rate follows notebook 09's rule (square root of the batch growth) and links to it;
   no rule of its own (`LR_SCALING`).
-* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The exercise's layout: ``tests/test_solutions.py``.
 * The results cell is last and collapsed, after the recap.
 """
 

@@ -9,7 +9,7 @@ Framework-free: reads the stored notebook as JSON and the `utils` sources with `
 * Part 2 starts with its own `bootstrap.prepare(needs=["tensorflow"], ...)` and imports, and
   it and the results cell read no name that only Part 1 binds: they run after the cells up to
   the parameter check alone (the restart path where TensorFlow drives a TPU).
-* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The exercise's layout: ``tests/test_solutions.py``.
 """
 
 from __future__ import annotations

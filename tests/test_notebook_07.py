@@ -9,7 +9,7 @@ Framework-free: reads the stored notebook as JSON.
 * Grain reads ArrayRecord shards with multiprocess prefetch; verdicts compare it with tf.data.
 * Part 2's ladder is ``bp.LADDER``, each step judged against the one before; the tuned chain and
   the v5e line are printed from the measurements; every step is recorded.
-* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The exercise's layout: ``tests/test_solutions.py``.
 * Part 1 runs on its own: it uses no name defined only in Part 2.
 """
 

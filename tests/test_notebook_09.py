@@ -7,7 +7,7 @@ Framework-free: reads the stored notebook as JSON.
 * The scanned loop a learner copies is the one ``utils.jax.ladder_bench`` holds, and the one
   09 runs: ``tests/test_shown_functions.py``.
 * Measurement cells are tagged ``nbval-ignore-output`` and followed by a check cell.
-* The exercise's layout (stored unsolved, a solution only under ``SHOW_SOLUTIONS``): ``tests/test_solutions.py``.
+* The exercise's layout: ``tests/test_solutions.py``.
 * The results cell comes last, collapsed, after the recap (budgets: ``tests/test_lean.py``).
 """
 
