@@ -34,7 +34,7 @@ def test_patient_collectives_are_added_once_and_keep_user_values() -> None:
 
 def test_patience_follows_the_installed_jaxlib(monkeypatch: pytest.MonkeyPatch) -> None:
     versions = {"jaxlib": "0.7.2"}
-    monkeypatch.setattr(sd.importlib.metadata, "version", lambda name: versions[name])
+    monkeypatch.setattr(sd.results, "version", lambda name: versions[name])
     assert "collective" not in sd.request(8, env={}, modules={})
     versions["jaxlib"] = "0.10.2"
     assert sd.PATIENCE_FLAGS[1] in sd.request(8, env={}, modules={})

@@ -20,11 +20,12 @@ installed jaxlib accepts the flags (XLA aborts on a flag it does not know).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
+
+from utils import results
 
 FLAG = "--xla_force_host_platform_device_count"
 _FLAG_RE = re.compile(re.escape(FLAG) + r"=(\S*)")
@@ -55,9 +56,8 @@ def default_count(processes: int = 1) -> int:
 
 def accepts_patience() -> bool:
     """Whether the installed jaxlib is known to accept :data:`PATIENCE_FLAGS`."""
-    try:
-        version = importlib.metadata.version("jaxlib")
-    except importlib.metadata.PackageNotFoundError:
+    version = results.version("jaxlib")
+    if version is None:
         return False
     return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) >= PATIENCE_MIN_JAXLIB
 

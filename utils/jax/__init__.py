@@ -10,8 +10,8 @@ first import.
 - ``speed_check``: ``speed_check(model, data)``, a few measured probes of a learner's Keras model
   on JAX and a ranked to-do list with the gain predicted on a v5e chip.
 - ``ladder_bench``: ``make bench``'s JAX training ladder (``utils.keras.ladder``) with verdicts.
-- ``grain_pipeline``: notebook 07's Grain pipeline over ArrayRecord shards, uint8 batches on the wire
-  (``import grain`` imports JAX).
+- ``grain_pipeline``: notebook 07's Grain pipeline over ArrayRecord shards, uint8 batches on the
+  wire (``import grain`` imports JAX).
 - ``multihost_*``: the multi-host workers of notebook 08 (``multihost_worker``, ``multihost_keras``,
   ``multihost_allreduce``) and how they join a job and find their shard files (``multihost_env``:
   imports JAX only when joining).

@@ -392,7 +392,7 @@ def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any
 
 
 def _ceiling(platform: str, kind: str, chips: int) -> float | None:
-    """The best of ``utils.mfu.choose_peaks``: a TPU's published peak x chips (None for a TPU
+    """``utils.mfu.ceiling``: a TPU's published peak x chips (None for a TPU
     it has no figure for); elsewhere this run's best matmul, float32 or bfloat16, in FLOP/s."""
     gen = next((g for key, g in _TPU_KINDS if key in kind.lower()), None)
     if platform == "tpu" and gen is None:
@@ -403,8 +403,7 @@ def _ceiling(platform: str, kind: str, chips: int) -> float | None:
         return lambda: mfu_mod.measured_peak(matmul(n, dtype), n, repeats=3)
 
     tpu = gen if platform == "tpu" else None
-    peaks = mfu_mod.choose_peaks(measure, tpu_generation=tpu, chips=chips)
-    return max(peak() for peak in peaks.values())
+    return mfu_mod.ceiling(measure, tpu_generation=tpu, chips=chips)()
 
 
 def _device() -> Any:

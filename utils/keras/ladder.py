@@ -24,6 +24,7 @@ import numpy as np
 from utils import compare as compare_mod
 from utils import flops as flops_mod
 from utils import mfu as mfu_mod
+from utils.keras import models
 
 LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype", "feed")
 
@@ -96,29 +97,15 @@ def build_model(spec: RungSpec, num_classes: int = 10, *, seed: int = 0, tiny: b
     """The seed CNN at ``spec``'s policy, compiled the seed's way with ``spec``'s learning rate
     (``tiny``: Flatten -> Dense instead, a model with almost no work)."""
     keras.utils.set_random_seed(seed)
-    kw, layers = {"dtype": spec.policy}, keras.layers
-    conv = (
-        []
-        if tiny
-        else [
-            layers.Conv2D(32, (3, 3), activation="relu", **kw),
-            layers.MaxPooling2D((2, 2), **kw),
-            layers.Conv2D(64, (3, 3), activation="relu", **kw),
-            layers.MaxPooling2D((2, 2), **kw),
-            layers.Conv2D(64, (3, 3), activation="relu", **kw),
-        ]
-    )
-    dense = [] if tiny else [layers.Dense(64, activation="relu", **kw)]
-    model = keras.Sequential(
-        [
-            keras.Input(shape=(32, 32, 3)),
-            *conv,
-            layers.Flatten(**kw),
-            *dense,
-            layers.Dense(num_classes, **kw),
-        ],
-        name="tiny" if tiny else "seed_cnn",
-    )
+    if tiny:
+        kw = {"dtype": spec.policy}
+        model = keras.Sequential(
+            [keras.Input(shape=(32, 32, 3)), keras.layers.Flatten(**kw)]
+            + [keras.layers.Dense(num_classes, **kw)],
+            name="tiny",
+        )
+    else:
+        model = models.seed_cnn(num_classes, dtype=spec.policy)
     model.compile(
         optimizer=keras.optimizers.Adam(spec.learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
