@@ -606,34 +606,3 @@ def drop_remainder(*arrays: np.ndarray, batch: int) -> tuple[np.ndarray, ...]:
             f"{n} samples make no full batch of {batch}: use more data or a smaller batch"
         )
     return tuple(a[:keep] for a in arrays)
-
-
-def write_keras_cache(folder: str | os.PathLike[str], n_train: int, n_test: int) -> Path:
-    """The stand-in as Keras 3's download cache, for offline tests of ``keras.datasets.cifar10``.
-
-    Writes ``<folder>/datasets/cifar-10-batches-py-target_archive``, an uncompressed tar of
-    ``cifar-10-batches-py/`` pickles, which ``load_data()`` extracts and reads. Keras reads 10,000
-    images from each of the five training batches, so the ``n_train`` stand-in images repeat to
-    fill 50,000. Keras also checks the archive's SHA-256 against CIFAR-10's, which a stand-in
-    cannot pass: the caller must accept it. Use a temporary ``KERAS_HOME`` only. Returns the path.
-    """
-    x_train, y_train = make_standin(n_train, seed=0)
-    x_test, y_test = make_standin(n_test, seed=1)
-    x_train, y_train = np.resize(x_train, (NUM_TRAIN, 32, 32, 3)), np.resize(y_train, NUM_TRAIN)
-    chunks = np.split(np.arange(NUM_TRAIN), len(TRAIN_BATCHES))
-    batches = [(n, x_train[i], y_train[i]) for n, i in zip(TRAIN_BATCHES, chunks, strict=True)]
-    files = {META: {b"label_names": [c.encode() for c in CLASS_NAMES]}}
-    for name, x, y in [*batches, (TEST_BATCH, x_test, y_test)]:  # rows: CHW, channel-major
-        files[name] = {
-            b"data": x.transpose(0, 3, 1, 2).reshape(len(x), -1),
-            b"labels": [int(v) for v in y],
-        }
-    target = keras_datasets_dir(folder) / f"{CACHE_DIRS[1].split('/')[0]}_archive"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(target, "w") as tar:
-        for name, content in files.items():
-            raw = pickle.dumps(content, protocol=4)  # what Keras' unpickler accepts
-            info = tarfile.TarInfo(f"{BATCH_DIR}/{name}")
-            info.size = len(raw)
-            tar.addfile(info, io.BytesIO(raw))
-    return target

@@ -3,13 +3,17 @@
 The cell imports nothing from `utils`. Here it runs in a v5e-8's shapes (8 simulated CPU devices,
 128 images per chip, a global batch of 1,024, CIFAR-10's 10,000 test images), offline, with
 `keras.datasets.cifar10.load_data()` reading the stand-in from a temporary `KERAS_HOME`
-(`utils.data.write_keras_cache`), its training shrunk by substituting the variables at its top.
+(`write_keras_cache` below), its training shrunk by substituting the variables at its top.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import pickle
 import re
+import tarfile
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +32,40 @@ print("RESULT " + json.dumps({"devices": len(devices), "global_batch": global_ba
     "learning_rate": float(model.optimizer.learning_rate),
     "pixel_sum": float(x_train[:8].sum())}))
 """
+
+
+def write_keras_cache(folder: Path, n_train: int, n_test: int) -> Path:
+    """The stand-in as Keras 3's download cache, for offline tests of ``keras.datasets.cifar10``.
+
+    Writes ``<folder>/datasets/cifar-10-batches-py-target_archive``, an uncompressed tar of
+    ``cifar-10-batches-py/`` pickles, which ``load_data()`` extracts and reads. Keras reads 10,000
+    images from each of the five training batches, so the ``n_train`` stand-in images repeat to
+    fill 50,000. Keras also checks the archive's SHA-256 against CIFAR-10's, which a stand-in
+    cannot pass: the caller must accept it. Use a temporary ``KERAS_HOME`` only. Returns the path.
+    """
+    x_train, y_train = data.make_standin(n_train, seed=0)
+    x_test, y_test = data.make_standin(n_test, seed=1)
+    x_train, y_train = (
+        np.resize(x_train, (data.NUM_TRAIN, 32, 32, 3)),
+        np.resize(y_train, data.NUM_TRAIN),
+    )
+    chunks = np.split(np.arange(data.NUM_TRAIN), len(data.TRAIN_BATCHES))
+    batches = [(n, x_train[i], y_train[i]) for n, i in zip(data.TRAIN_BATCHES, chunks, strict=True)]
+    files = {data.META: {b"label_names": [c.encode() for c in data.CLASS_NAMES]}}
+    for name, x, y in [*batches, (data.TEST_BATCH, x_test, y_test)]:  # rows: CHW, channel-major
+        files[name] = {
+            b"data": x.transpose(0, 3, 1, 2).reshape(len(x), -1),
+            b"labels": [int(v) for v in y],
+        }
+    target = data.keras_datasets_dir(folder) / f"{data.CACHE_DIRS[1].split('/')[0]}_archive"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target, "w") as tar:
+        for name, content in files.items():
+            raw = pickle.dumps(content, protocol=4)  # what Keras' unpickler accepts
+            info = tarfile.TarInfo(f"{data.BATCH_DIR}/{name}")
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+    return target
 
 
 def recipe() -> dict:
@@ -67,7 +105,7 @@ def test_the_recipe_runs_offline_in_a_v5e8s_shapes(tmp_path) -> None:
     """Every test image evaluated at a global batch that does not divide 10,000 (the last batch,
     784 images, splits 98 per chip); Adam's rate scaled by the square root of the batch growth."""
     n_train, n_test = SMALL["TRAIN_IMAGES"], TEST_IMAGES
-    data.write_keras_cache(tmp_path, n_train=n_train, n_test=n_test)
+    write_keras_cache(tmp_path, n_train=n_train, n_test=n_test)
     env = {
         "KERAS_HOME": str(tmp_path),
         "KERAS_BACKEND": "jax",
