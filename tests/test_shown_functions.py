@@ -24,6 +24,10 @@ from utils import ROOT
 
 # (notebook, function, the utils module that holds the original)
 SHOWN = [
+    *[
+        ("03_jax_under_the_hood.ipynb", name, "utils/jax/cnn.py")
+        for name in ("init_params", "conv", "max_pool", "apply", "loss_fn", "make_train_step")
+    ],
     ("05_custom_training_loop.ipynb", "make_train_loop", "utils/tf/training.py"),
     ("06_pytorch_xla.ipynb", "train_step", "utils/torch/xla.py"),
     ("09_train_faster.ipynb", "scanned_trainer", "utils/jax/ladder_bench.py"),

@@ -1,11 +1,6 @@
-"""utils.jax.cnn: the seed's CNN in plain JAX, its train step, and notebook 03 showing that code."""
+"""utils.jax.cnn: the seed's CNN in JAX, its train step (03 shows it: test_shown_functions)."""
 
 from __future__ import annotations
-
-import ast
-import inspect
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +11,6 @@ jnp = jax.numpy
 
 from utils import flops, mfu  # noqa: E402
 from utils.jax import cnn  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "03_jax_under_the_hood.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -93,44 +85,6 @@ def test_xla_flops_agree_with_the_hand_count(params) -> None:
     cost = cost[0] if isinstance(cost, list) else cost
     ratio = cost["flops"] / mfu.training_flops(flops.seed_cnn_costs(batch))
     assert 1.0 < ratio < 1.05, ratio  # XLA also counts ReLU, loss and Adam; notebook 03 explains
-
-
-MODEL_FUNCTIONS = ("init_params", "conv", "max_pool", "apply", "loss_fn", "make_train_step")
-
-
-def _defining_cell(nb: dict) -> dict:
-    cells = [
-        c
-        for c in nb["cells"]
-        if c["cell_type"] == "code" and "def make_train_step(" in "".join(c["source"])
-    ]
-    assert len(cells) == 1, "notebook 03 must define the model functions in exactly one code cell"
-    return cells[0]
-
-
-def _functions(source: str) -> dict[str, str]:
-    return {
-        node.name: ast.dump(node)
-        for node in ast.parse(source).body
-        if isinstance(node, ast.FunctionDef) and node.name in MODEL_FUNCTIONS
-    }
-
-
-def test_notebook_runs_this_module_code_in_a_visible_cell() -> None:
-    """Notebook 03 defines the model in a runnable cell: it must stay utils.jax.cnn's code."""
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    cell = _defining_cell(nb)
-    assert not cell["metadata"].get("jupyter", {}).get("source_hidden"), "the model must be visible"
-    shown = _functions("".join(cell["source"]))
-    module = _functions(inspect.getsource(cnn))
-    assert set(shown) == set(MODEL_FUNCTIONS), sorted(shown)
-    for name in MODEL_FUNCTIONS:
-        assert shown[name] == module[name], (
-            f"notebook 03's {name} differs from utils.jax.cnn.{name}"
-        )
-    later = "".join("".join(c["source"]) for c in nb["cells"][nb["cells"].index(cell) + 1 :])
-    for name in ("init_params", "apply", "loss_fn", "make_train_step"):  # the notebook runs its own
-        assert f"cnn.{name}(" not in later, name
 
 
 def test_tolerance_grows_with_the_sum_and_the_format() -> None:

@@ -28,15 +28,6 @@ def test_children_get_the_pjrt_backend_and_the_simulated_devices(
     assert result_of(run.stdout) == ["CPU", "4", "x"]
 
 
-def test_tpu_held_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    assert launch.tpu_held_line(runtime_started=True) is None
-    monkeypatch.setenv("PJRT_DEVICE", "TPU")
-    assert launch.tpu_held_line(runtime_started=False) is None
-    line = launch.tpu_held_line(runtime_started=True)
-    assert line.startswith("Skipped") and "\n" not in line
-
-
 def test_run_script_errors_are_clear(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="run the cell that writes it"):
         launch.run_script(tmp_path / "missing.py")

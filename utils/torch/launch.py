@@ -16,20 +16,6 @@ from pathlib import Path
 from utils.fresh_process import run_python
 
 
-def tpu_held_line(*, runtime_started: bool) -> str | None:
-    """One line when a child cannot get the TPU because this process opened it; else None.
-
-    ``runtime_started``: :func:`utils.torch.xla.runtime_started` of this process.
-    """
-    if os.environ.get("PJRT_DEVICE") == "TPU" and runtime_started:
-        return (
-            "Skipped: this kernel holds the TPU (it opened it above), so a second process cannot "
-            "get the chips. Restart the runtime and run the set-up, parameters and this section "
-            "first, or run the script from a terminal."
-        )
-    return None
-
-
 def run_script(
     script: Path | str,
     args: Sequence[object] = (),
