@@ -108,8 +108,12 @@ def test_memory_bound_layer_and_mxu_padding_on_a_tpu() -> None:
     assert by_name["pool1"].bytes == round(pool1.bytes * 16 * 128 / (15 * 32))
     assert by_name["pool1"].memory_s == pytest.approx(by_name["pool1"].bytes / 819e9)
     assert by_name["conv1"].mxu_fill == pytest.approx(27 / 128 * 32 / 128)
+    # conv1 streams M = 128 images x 30 x 30 pixels: the tile's load and drain are hidden
+    assert by_name["conv1"].rows == 128 * 30 * 30
+    share = roofline.streamed_share(128 * 30 * 30, 128)
+    assert share == pytest.approx(128 * 900 / (128 * 900 + 382)) and share > 0.99
     assert by_name["conv1"].compute_s == pytest.approx(
-        by_name["conv1"].flops / (197e12 * 27 / 128 * 32 / 128)
+        by_name["conv1"].flops / (197e12 * 27 / 128 * 32 / 128 * share)
     )
 
 

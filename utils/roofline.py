@@ -15,10 +15,18 @@ Framework-free (plain arithmetic). Layer by layer::
   tensor of 3 channels moves as much memory as one of 128 (:func:`tile_padded`); and its matrix
   unit multiplies ``t x t`` tiles (128 up to v5p, 256 on v6e), so a matmul's ``K`` and ``N`` are
   padded to whole tiles (:func:`utils.systolic.padding_efficiency`).
+- **Streaming on a TPU**: the batch rows of a matmul (its ``M``) stream through the array
+  unpadded, after a fixed cost per weight tile to load, fill and drain it
+  (:func:`utils.systolic.matmul_cycles`): a conv's ``M`` (batch x pixels) hides that cost, a
+  dense layer's (the batch) may not.
 - **Host time per step**: Keras' loop, slicing batches, the call into the step: measured and
   passed in, never assumed. Under asynchronous dispatch the host prepares the next step while
   the device runs this one, so a step costs about the larger of the two; the sum is the bound
   for no overlap at all (:attr:`StepPrediction.serial_s`).
+- **Levers** (the course's one predictor of a lever's gain, used by notebooks 07 and 09 and by
+  ``speed_check``): each lever maps a predicted step to the step after it (:func:`in_bfloat16`,
+  :func:`at_batch`, :func:`k_steps_per_call`, :func:`fed_at`); :func:`lever` compares the two in
+  images per second and states the arithmetic.
 
 Machines: :data:`PUBLISHED`, one chip of each generation in :data:`utils.mfu.TPU_CHIPS`, or any
 :class:`Machine` built from figures measured in the same run. Nothing is fitted to a measurement.
@@ -32,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from utils import mfu as mfu_mod
 from utils.flops import LayerCost
-from utils.systolic import padding_efficiency
+from utils.systolic import matmul_cycles, padding_efficiency
 
 ADAM_BYTES_PER_PARAM = 7 * 4
 """Adam's update traffic per parameter: read weight, gradient, m, v; write weight, m, v (fp32)."""
@@ -130,6 +138,7 @@ class LayerTime:
     compute_s: float
     memory_s: float
     mxu_fill: float = 1.0
+    rows: int = 0  # a matmul's M, streamed through the MXU (0: not a matmul)
 
     @property
     def time_s(self) -> float:
@@ -209,6 +218,19 @@ class StepPrediction:
         return "\n".join(rows)
 
 
+def streamed_share(rows: int, tile: int | None) -> float:
+    """The share of a weight tile's MXU cycles that stream ``rows`` (1 without an MXU or a matmul):
+    ``rows / matmul_cycles(rows, tile, tile, tile, tile)``, 00's systolic model."""
+    if not tile or rows < 1:
+        return 1.0
+    return rows / matmul_cycles(rows, tile, tile, tile, tile)
+
+
+def _layer_time(name, flops, nbytes, machine: Machine, kn_fill: float, rows: int) -> LayerTime:
+    compute_s = flops / (machine.peak_flops * kn_fill * streamed_share(rows, machine.mxu))
+    return LayerTime(name, flops, nbytes, compute_s, nbytes / machine.bandwidth, kn_fill, rows)
+
+
 def predict_step(
     layers: Sequence[LayerCost], machine: Machine, *, batch: int, host_s: float = 0.0
 ) -> StepPrediction:
@@ -217,13 +239,82 @@ def predict_step(
     (a machine with an MXU) the bytes are padded (:func:`padded_bytes`)."""
     times = []
     for cost in training_costs(layers):
-        _, k, n = cost.matmul or (0, 0, 0)
+        m, k, n = cost.matmul or (0, 0, 0)
         fill = padding_efficiency(k, n, machine.mxu) if cost.matmul and machine.mxu else 1.0
         moved = padded_bytes(cost) if machine.mxu else cost.bytes
-        compute_s = cost.flops / (machine.peak_flops * fill)
-        times.append(
-            LayerTime(cost.name, cost.flops, moved, compute_s, moved / machine.bandwidth, fill)
-        )
+        times.append(_layer_time(cost.name, cost.flops, moved, machine, fill, m))
     optimizer_s = parameter_count(layers) * ADAM_BYTES_PER_PARAM / machine.bandwidth
     flops = mfu_mod.training_flops(layers)
     return StepPrediction(machine, batch, tuple(times), optimizer_s, host_s, flops)
+
+
+def totals_step(
+    flops: float, nbytes: float, machine: Machine, *, batch: int, host_s: float = 0.0
+) -> StepPrediction:
+    """A step known only by its totals (XLA's cost analysis of a whole training step): one
+    "layer" whose matmul rows are the batch (a dense model's M)."""
+    layer = _layer_time("step (XLA)", int(flops), int(nbytes), machine, 1.0, batch)
+    return StepPrediction(machine, batch, (layer,), 0.0, host_s, int(flops))
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One lever's predicted effect: the step before and after it."""
+
+    name: str
+    before: StepPrediction
+    after: StepPrediction
+
+    @property
+    def gain(self) -> float:
+        """Images per second after / before."""
+        return self.after.images_per_s / self.before.images_per_s
+
+    def arithmetic(self) -> str:
+        def step(p: StepPrediction) -> str:
+            host, device = sig(p.host_s * 1e3), sig(p.device_s * 1e3)
+            return f"{p.batch} images per max(host {host}, device {device}) ms"
+
+        return f"{step(self.before)} -> {step(self.after)}: x{sig(self.gain, 3)}"
+
+
+def lever(name: str, before: StepPrediction, after: StepPrediction) -> Lever:
+    """The predicted gain of going from ``before`` to ``after`` (the one place it is computed)."""
+    return Lever(name, before, after)
+
+
+def in_bfloat16(p: StepPrediction) -> StepPrediction:
+    """bf16 activations: every layer moves half its bytes at the same MXU rate (JAX's default
+    precision already multiplies float32 in one bf16 pass on a TPU:
+    https://docs.jax.dev/en/latest/201/precision.html); the float32 optimizer state stays."""
+    halved = tuple(replace(lt, bytes=lt.bytes // 2, memory_s=lt.memory_s / 2) for lt in p.layers)
+    return replace(p, layers=halved)
+
+
+def at_batch(p: StepPrediction, batch: int) -> StepPrediction:
+    """The same step at ``batch``: each layer's FLOPs, bytes and streamed rows scale with it
+    (weights aside), the host's part per step stays."""
+    ratio = batch / p.batch
+    layers = tuple(
+        _layer_time(
+            lt.name,
+            round(lt.flops * ratio),
+            round(lt.bytes * ratio),
+            p.machine,
+            lt.mxu_fill,
+            round(lt.rows * ratio),
+        )  # fmt: skip
+        for lt in p.layers
+    )
+    return replace(p, batch=batch, layers=layers, model_flops=round(p.model_flops * ratio))
+
+
+def k_steps_per_call(p: StepPrediction, k: int) -> StepPrediction:
+    """K steps in one device program: the host's cost per call is paid once per K steps."""
+    return replace(p, host_s=p.host_s / k)
+
+
+def fed_at(p: StepPrediction, images_per_s: float) -> StepPrediction:
+    """The step when its input delivers ``images_per_s``: the host waits at least a batch's
+    delivery per step (an input in worker processes overlaps it with the rest)."""
+    return replace(p, host_s=max(p.host_s, p.batch / images_per_s))

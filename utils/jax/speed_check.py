@@ -11,12 +11,14 @@ cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measur
 2. ``batch``: batch per chip against the MXU's cost per weight tile (``utils.systolic``'s model:
    the batch, M, streams through unpadded; loading, filling and draining the array is a fixed
    cost that a larger M amortises).
-3. ``dtype``: the model's dtype policy; anything but bfloat16 leaves the bf16 MXU rate unused,
-   worth only what the host's part of a v5e step leaves to gain.
+3. ``dtype``: the model's dtype policy; float32 activations move twice the bytes of bf16 (a
+   float32 matmul already runs on the MXU in one bf16 pass under JAX's default precision), worth
+   only what the host's part of a v5e step leaves to gain.
 4. ``dispatch``: ``fit``'s host loop per step (batch-begin instants, asynchronous dispatch)
-   against the compiled step alone (XLA, blocked): the device idles ``1 - device / host`` of a
-   step when the host is slower; and the device programs per execution, counted (Keras's JAX
-   trainer runs ``steps_per_execution=K`` as K programs, not one scanned program).
+   against the predicted v5e step's math (this machine's compiled step is printed beside it):
+   the chip idles ``1 - device / host`` of a step when the host is slower; and the device
+   programs per execution, counted (up to Keras 3.15 the JAX trainer runs
+   ``steps_per_execution=K`` as K programs, not one scanned program).
 5. ``input``: the input alone (a few batches drawn, timed) against what the predicted v5e step
    consumes (this machine's step is printed beside it); in-memory arrays are not measured.
 6. ``mfu``: XLA's FLOP and byte counts of the step (per device: times the devices), MFU against
@@ -25,8 +27,9 @@ cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measur
    verdict: compute- or memory-bound.
 
 The v5e step is predicted from the step's FLOPs and bytes and the v5e's published figures
-(``utils.mfu.TPU_CHIPS``), overlapped with the host loop measured here; each gain is predicted
-for it by the arithmetic its line states, and problems are ranked by the upper end. The model's
+(``utils.roofline.totals_step``), overlapped with the host loop measured here; each gain comes
+from the course's one predictor (``utils.roofline.lever``), its arithmetic on its line, and
+problems are ranked by the upper end. The model's
 variables are restored afterwards; an iterator's first batches are consumed. Runs in seconds
 for a small model on a CPU.
 """
@@ -45,13 +48,22 @@ import keras
 import numpy as np
 
 from utils import mfu as mfu_mod
-from utils import systolic
+from utils import roofline, systolic
 from utils.jax.compiles import CompileLog
 from utils.jax.peak import matmul
 from utils.keras import timing
 from utils.roofline import PUBLISHED
 
-__all__ = ["Finding", "Measured", "findings_of", "mxu_share", "rank", "report", "speed_check"]
+__all__ = [
+    "Finding",
+    "Measured",
+    "findings_of",
+    "mxu_share",
+    "rank",
+    "report",
+    "speed_check",
+    "v5e_step",
+]
 
 V5E = PUBLISHED["v5e"]
 TILE = mfu_mod.TPU_CHIPS["v5e"][2]  # the v5e's MXU edge
@@ -146,12 +158,13 @@ def report(findings: Sequence[Finding]) -> str:
     return "\n".join(lines)
 
 
-def _v5e_times(m: Measured) -> tuple[float | None, float]:
-    """(v5e device time of this step per chip, v5e step now: host and device overlapped)."""
+def v5e_step(m: Measured) -> roofline.StepPrediction | None:
+    """The predicted v5e step per chip: XLA's FLOPs and bytes on the v5e's published figures,
+    overlapped with the host loop measured here (None: no cost analysis)."""
     if not m.flops or not m.bytes:
-        return None, m.t_step
-    device = max(m.flops / V5E.peak_flops, m.bytes / V5E.bandwidth)
-    return device, max(m.t_host, device)
+        return None
+    per_chip = max(m.batch // max(m.devices, 1), 1)
+    return roofline.totals_step(m.flops, m.bytes, V5E, batch=per_chip, host_s=m.t_host)
 
 
 def _recompiles(m: Measured) -> Finding:
@@ -192,43 +205,42 @@ def _batch(m: Measured) -> Finding:
 def _dtype(m: Measured) -> Finding:
     ev = f"dtype policy {m.policy}"
     if "bfloat16" in m.policy:
-        return Finding("dtype", "ok", ev + ": the MXU's bf16 rate is used")
-    compute = not m.bytes or (m.flops or 0) / m.bytes >= V5E.ridge
-    gain, why = (2.0, 4.0), "compute-bound: bf16 matmul rate x2-4 over float32"
-    if not compute:
-        gain, why = (1.0, 2.0), "memory-bound on a v5e: half the bytes, up to x2"
-    device, v5e_now = _v5e_times(m)
-    if device is not None:  # only the device's part of the step shrinks; the host's stays
-        gain = tuple(v5e_now / max(m.t_host, device / g) for g in gain)
-        why += f", capped by the host's {m.t_host * 1e3:.3g} ms of a {v5e_now * 1e3:.3g} ms step"
+        return Finding("dtype", "ok", ev + ": bf16 activations, half the bytes")
+    p = v5e_step(m)
+    gain, why = 2.0, "half the activation bytes; no cost analysis to cap it"
+    if p is not None:
+        predicted = roofline.lever("bf16", p, roofline.in_bfloat16(p))
+        gain, why = predicted.gain, f"half the bytes: {predicted.arithmetic()}"
     ev += " (compute not bfloat16)"
-    if gain[1] < 1.01:
-        ev += f": host-bound on a v5e ({why}), bf16 gains nothing until the host's part shrinks"
+    if gain < 1.01:
+        ev += f": bf16 gains nothing on a v5e ({why}): the host's part sets the step"
         return Finding("dtype", "info", ev)
     fix = 'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building'
-    peak = f"{V5E.peak_flops / 1e12:.0f} TFLOP/s"
-    problem = f"The {m.policy} policy leaves the v5e's {peak} bf16 MXU rate unused"
-    return Finding("dtype", "problem", ev, problem, fix, gain, why)
+    problem = f"The {m.policy} policy moves twice the bytes a v5e step needs"
+    return Finding("dtype", "problem", ev, problem, fix, (1.0, gain), why)
 
 
 def _dispatch(m: Measured) -> Finding:
-    # The host loop sets the pace when it is slower than the device: the device then idles.
-    idle = max(0.0, 1.0 - m.t_dev / max(m.t_host, m.t_dev))
-    ev = f"host loop {m.t_host * 1e3:.3g} ms/step (fit's pace, async), compiled step alone "
-    ev += f"{m.t_dev * 1e3:.3g} ms: device idle {idle:.0%}; fit step {m.t_step * 1e3:.3g} ms; "
+    ev = f"host loop {m.t_host * 1e3:.3g} ms/step (fit's pace, async); compiled step alone "
+    ev += f"{m.t_dev * 1e3:.3g} ms here, fit step {m.t_step * 1e3:.3g} ms; "
     ev += f"{m.programs:.3g} device program(s) per execution (steps_per_execution={m.spe})"
-    device, v5e_now = _v5e_times(m)
-    here = max(m.t_host, m.t_dev) / max(m.t_dev, m.t_host / SCAN_STEPS, 1e-9)
-    v5e = v5e_now / max(m.t_host / SCAN_STEPS, device or m.t_dev)
+    p = v5e_step(m)
+    device = p.device_s if p is not None else m.t_dev  # judged for the v5e when it can be
+    idle = max(0.0, 1.0 - device / max(m.t_host, device))
+    on = "a v5e" if p is not None else f"this {m.platform}"
+    ev += f". On {on} the step's math takes {device * 1e6:.3g} us: the chip idles {idle:.0%}"
     if idle < IDLE_LIMIT:
-        if device is not None and m.t_host > device:
-            ev += f". A v5e would do this step's math in {device * 1e6:.3g} us: re-run on TPU"
         return Finding("dispatch", "ok", ev)
     fix = f"jax.lax.scan over {SCAN_STEPS} train steps in one jitted program (not Keras's loop)"
-    why = f"step max(host, device) -> max(host/{SCAN_STEPS}, device), here and on a v5e"
-    problem = f"The device waits on the host {idle:.0%} of each step"
-    lo, hi = sorted((max(here, 1.0), max(v5e, 1.0)))
-    return Finding("dispatch", "problem", ev, problem, fix, (lo, hi), why)
+    problem = f"The chip waits on the host loop {idle:.0%} of each step"
+    if p is None:
+        lo = hi = max(m.t_host, m.t_dev) / max(m.t_dev, m.t_host / SCAN_STEPS, 1e-9)
+        why = f"step max(host, device) -> max(host/{SCAN_STEPS}, device) here"
+    else:
+        predicted = roofline.lever("K steps", p, roofline.k_steps_per_call(p, SCAN_STEPS))
+        lo = hi = predicted.gain
+        why = f"{SCAN_STEPS} steps per call: {predicted.arithmetic()}"
+    return Finding("dispatch", "problem", ev, problem, fix, (max(lo, 1.0), max(hi, 1.0)), why)
 
 
 def _input(m: Measured) -> Finding:
@@ -236,16 +248,20 @@ def _input(m: Measured) -> Finding:
         return Finding("input", "not measured", f"data is {m.data_kind}, nothing to measure")
     timed = m.input_s[1:] or m.input_s
     rate_in = m.batch * len(timed) / max(sum(timed), 1e-9)
-    _, v5e_now = _v5e_times(m)
-    rate_v5e = m.batch / v5e_now
-    ev = f"{m.data_kind} delivers {rate_in:,.0f} samples/s; a predicted v5e step consumes "
-    ev += f"{rate_v5e:,.0f} (this {m.platform}'s step {m.batch / m.t_step:,.0f})"
-    if rate_in >= rate_v5e:
+    p = v5e_step(m)
+    rate_need = m.batch / max(m.t_host, m.t_step) if p is None else p.images_per_s * m.devices
+    on = "a predicted v5e step" if p is not None else f"this {m.platform}'s step"
+    ev = f"{m.data_kind} delivers {rate_in:,.0f} samples/s; {on} consumes "
+    ev += f"{rate_need:,.0f} (this {m.platform}'s step {m.batch / m.t_step:,.0f})"
+    if rate_in >= rate_need:
         return Finding("input", "ok", ev)
     fix = "ds = ds.prefetch(tf.data.AUTOTUNE)  # or Grain with worker processes / data on device"
-    why = f"a v5e step waits {m.batch / rate_in * 1e3:.3g} ms for a batch, not {v5e_now * 1e3:.3g}"
+    gain, why = rate_need / rate_in, f"{rate_need:,.0f} / {rate_in:,.0f} samples/s"
+    if p is not None:
+        predicted = roofline.lever("input", roofline.fed_at(p, rate_in / m.devices), p)
+        gain, why = predicted.gain, f"an input that keeps up: {predicted.arithmetic()}"
     problem = "The input is slower than a v5e's training step (input-bound)"
-    return Finding("input", "problem", ev, problem, fix, (rate_v5e / rate_in,) * 2, why)
+    return Finding("input", "problem", ev, problem, fix, (gain, gain), why)
 
 
 def _mfu(m: Measured) -> Finding:
