@@ -40,7 +40,7 @@ def test_each_lever_is_asserted() -> None:
         "assert new_compiles[static_spec.name] == 0",  # static shapes: 0 compiles after warm-up
         "assert knee in batches",  # the sweep's knee
         "(knee / BATCH) ** 0.5",  # Adam's square-root rule
-        "assert calls == 1 and launches == STEPS",  # Keras: K programs per call
+        "assert calls == 1 and launches in (1, STEPS)",  # Keras: K programs, or one (keras#23527)
         'log.count("program") == 1',  # the scan: one program per K steps
         'sent["float32"] == 4 * sent["uint8"]',  # uint8: 4x fewer bytes
         'result.rate("Grain alone")',  # the input's delivered rate

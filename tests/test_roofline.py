@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from utils import flops, mfu, roofline
 
@@ -164,3 +166,33 @@ def test_table_says_what_the_figures_are() -> None:
     assert "padded to (8, 128)" in table
     measured = roofline.predict_step(layers, roofline.PUBLISHED["v5e"], batch=8, host_s=3.3e-6)
     assert "host 0.0033 ms" in measured.table()  # two significant figures, never "0.00"
+
+
+# --- the one predictor: each lever's gain -------------------------------------------------
+
+
+@given(st.floats(1e-6, 1e-1), st.sampled_from([32, 128, 512]), st.integers(2, 64))
+def test_each_lever_gains_within_its_arithmetic(host_s: float, batch: int, k: int) -> None:
+    """bf16 halves the bytes: at most x2 and nothing where the host or the MXU sets the step;
+    K steps per call cut only the host's part: at most xK, nothing where the device sets it; an
+    input at half the rate a step consumes halves the rate it trains."""
+    v5e = roofline.PUBLISHED["v5e"]
+    p = roofline.predict_step(flops.seed_cnn_costs(batch), v5e, batch=batch, host_s=host_s)
+    bf16 = roofline.lever("bf16", p, roofline.in_bfloat16(p))
+    assert bf16.gain == pytest.approx(p.step_s / max(host_s, roofline.in_bfloat16(p).device_s))
+    assert 1 <= bf16.gain <= 2 and (host_s < p.device_s or bf16.gain == 1)
+    scan = roofline.lever("K", p, roofline.k_steps_per_call(p, k))
+    assert 1 <= scan.gain <= k * (1 + 1e-12) and (host_s > p.device_s or scan.gain == 1)
+    fed = roofline.lever("input", roofline.fed_at(p, batch / (2 * p.step_s)), p)
+    assert fed.gain == pytest.approx(2)  # an input at half the step's rate: a keeping-up one x2
+    assert f"x{roofline.sig(scan.gain, 3)}" in scan.arithmetic()
+
+
+def test_bf16_gains_nothing_on_a_compute_bound_step() -> None:
+    """JAX's default precision already multiplies float32 in one bf16 MXU pass on a TPU: only
+    the bytes halve, so a compute-bound step keeps its time."""
+    v5e = roofline.PUBLISHED["v5e"]
+    p = roofline.totals_step(1e12, 1e6, v5e, batch=4096)
+    assert p.bound == "compute" and roofline.in_bfloat16(p).step_s == p.step_s
+    memory = roofline.totals_step(1e6, 1e9, v5e, batch=4096)
+    assert roofline.lever("bf16", memory, roofline.in_bfloat16(memory)).gain == pytest.approx(2)

@@ -25,7 +25,8 @@ Framework-free (plain arithmetic). Layer by layer::
   for no overlap at all (:attr:`StepPrediction.serial_s`).
 - **Levers** (the course's one predictor of a lever's gain, used by notebooks 07 and 09 and by
   ``speed_check``): each lever maps a predicted step to the step after it (:func:`in_bfloat16`,
-  :func:`at_batch`, :func:`k_steps_per_call`, :func:`fed_at`); :func:`lever` compares the two in
+  :func:`k_steps_per_call`, :func:`with_host`, :func:`fed_at`; a batch is a new
+  :func:`predict_step`); :func:`lever` compares the two in
   images per second and states the arithmetic.
 
 Machines: :data:`PUBLISHED`, one chip of each generation in :data:`utils.mfu.TPU_CHIPS`, or any
@@ -291,27 +292,15 @@ def in_bfloat16(p: StepPrediction) -> StepPrediction:
     return replace(p, layers=halved)
 
 
-def at_batch(p: StepPrediction, batch: int) -> StepPrediction:
-    """The same step at ``batch``: each layer's FLOPs, bytes and streamed rows scale with it
-    (weights aside), the host's part per step stays."""
-    ratio = batch / p.batch
-    layers = tuple(
-        _layer_time(
-            lt.name,
-            round(lt.flops * ratio),
-            round(lt.bytes * ratio),
-            p.machine,
-            lt.mxu_fill,
-            round(lt.rows * ratio),
-        )  # fmt: skip
-        for lt in p.layers
-    )
-    return replace(p, batch=batch, layers=layers, model_flops=round(p.model_flops * ratio))
+def k_steps_per_call(p: StepPrediction, k: int, per_step_s: float = 0.0) -> StepPrediction:
+    """K steps in one device program: the host's cost per call is paid once per K steps
+    (``per_step_s`` of it, such as copying each batch, is still paid every step)."""
+    return replace(p, host_s=(p.host_s - per_step_s) / k + per_step_s)
 
 
-def k_steps_per_call(p: StepPrediction, k: int) -> StepPrediction:
-    """K steps in one device program: the host's cost per call is paid once per K steps."""
-    return replace(p, host_s=p.host_s / k)
+def with_host(p: StepPrediction, host_s: float) -> StepPrediction:
+    """The same device step with another host part (a lever that changes the host's work)."""
+    return replace(p, host_s=host_s)
 
 
 def fed_at(p: StepPrediction, images_per_s: float) -> StepPrediction:

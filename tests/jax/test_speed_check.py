@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import sys
 import time
 from contextlib import nullcontext
@@ -158,6 +159,47 @@ def test_a_host_bound_step_gets_no_dtype_gain_beyond_its_host_share(
         assert dtype.status == "info" and "host's part sets the step" in dtype.evidence
     elif dtype.status == "problem":
         assert dtype.gain[1] > 1
+
+
+@given(st.floats(1e-5, 1e-2), st.floats(1e3, 1e7))
+def test_speed_check_and_the_ladder_predict_the_same_gain_lever_by_lever(
+    loop_s: float, delivered: float
+) -> None:
+    """09's predicted ladder (utils.keras.ladder.v5e_ladder) and speed_check's findings, given
+    the same step before each lever, predict the same gain for bf16, K steps per call and the
+    input; speed_check reports the K-steps lever only where the chip idles IDLE_LIMIT or more."""
+    from utils.keras import ladder
+
+    _, levers = ladder.v5e_ladder(
+        loop_s, math.inf, delivered, batch=128, batches=(128,), steps=4
+    )  # copy_bps=inf: the host's part is fit's loop alone, as speed_check measures it
+    by = {lev.name: lev for lev in levers}
+    batch_s = 128 / delivered
+    m = dataclasses.replace(
+        CLEAN, policy="float32", batch=128, t_host=loop_s, data_kind="an iterator",
+        input_s=(batch_s,) * 3,
+    )  # fmt: skip
+
+    def finding(probe: str, before: Any, **changes: Any) -> sc.Finding:
+        patched = mock.patch.object(sc, "v5e_step", return_value=before)
+        with patched, mock.patch.object(sc, "SCAN_STEPS", 4):
+            found = sc.findings_of(dataclasses.replace(m, t_host=before.host_s, **changes))
+        return next(f for f in found if f.probe == probe)
+
+    dtype = finding("dtype", by["bf16"].before)
+    assert dtype.gain[1] == pytest.approx(by["bf16"].gain) or (
+        dtype.status == "info" and by["bf16"].gain < 1.01
+    )
+    steps = by["4 steps/call"]
+    dispatch = finding("dispatch", steps.before, policy="mixed_bfloat16")
+    if dispatch.status == "problem":
+        assert dispatch.gain[1] == pytest.approx(max(steps.gain, 1.0))
+    else:  # the chip idles less than IDLE_LIMIT: K steps can cut at most that share
+        assert steps.gain < 1 / (1 - sc.IDLE_LIMIT) + 1e-9
+    feed = finding("input", by["input"].before)
+    assert feed.status == ("problem" if by["input"].gain < 1 else "ok")
+    if feed.status == "problem":
+        assert feed.gain[1] == pytest.approx(1 / by["input"].gain, rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -347,42 +347,6 @@ def _compiles_after_warmup(model: Any, batches: list) -> tuple[tuple[str, ...], 
     return shapes, seconds
 
 
-def _fit_timing(model: Any, batch: tuple, steps: int) -> tuple[float, float, float]:
-    """(fit's seconds per step, host loop seconds per step, device programs per execution)."""
-    tiled = [np.concatenate([a] * steps) for a in batch]
-    model.make_train_function()
-    inner, counts = model.train_function, [0, 0]
-
-    def counting(state: Any, iterator: Any) -> Any:
-        counts[0] += 1
-
-        def pulled() -> Any:
-            for item in iterator:
-                counts[1] += 1
-                yield item
-
-        return inner(state, pulled())
-
-    begins: list[list[float]] = []  # per epoch: its start, then each batch's begin
-    epochs: list[float] = []  # no batch-end hook: fit dispatches asynchronously, as it would
-    timer = keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda epoch, logs: begins.append([time.perf_counter()]),
-        on_train_batch_begin=lambda batch, logs: begins[-1].append(time.perf_counter()),
-        on_epoch_end=lambda epoch, logs: epochs.append(time.perf_counter() - begins[-1][0]),
-    )  # Keras syncs the logs before on_epoch_end
-    model.train_function = counting
-    try:
-        model.fit(*tiled, batch_size=len(batch[0]), epochs=3, shuffle=False, verbose=0,
-                  callbacks=[timer])  # fmt: skip
-    finally:
-        model.train_function = inner
-    t_step = timing.steady(epochs) / steps  # the course's steady epoch: median of epochs 2..
-    gaps = [b - a for beg in begins[1:] for a, b in zip(beg[1:], beg[2:], strict=False)]
-    per_call = counts[1] / max(counts[0], 1)  # callbacks run once per execution of K steps
-    t_host = float(np.median(gaps)) / per_call if gaps else t_step
-    return t_step, t_host, per_call
-
-
 def _groups(model: Any) -> tuple[list, ...]:
     """The variables in the order of Keras's JAX ``train_step(state, data)`` state."""
     groups = (model.trainable_variables, model.non_trainable_variables)
@@ -461,7 +425,7 @@ def speed_check(
         with warnings.catch_warnings():  # fit on a generator: "shuffle ignored", "ran out"
             warnings.filterwarnings("ignore", category=UserWarning)
             recompiles, probe_s = _compiles_after_warmup(model, batches)
-            t_step, t_host, programs = _fit_timing(model, batches[0], steps)
+            t_step, t_host, programs = timing.fit_pace(model, batches[0], steps)
             t_dev, flops, nbytes = _device_step(model, batches[0])
     finally:
         for variable, value in saved:

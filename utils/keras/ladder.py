@@ -24,6 +24,7 @@ import numpy as np
 from utils import compare as compare_mod
 from utils import flops as flops_mod
 from utils import mfu as mfu_mod
+from utils import roofline
 from utils.keras import models
 
 LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype", "feed")
@@ -176,6 +177,71 @@ def table(result: compare_mod.Comparison, names: Sequence[str], accuracy: Mappin
             f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}"
         )
     return "\n".join(lines)
+
+
+IMAGE_BYTES = 32 * 32 * 3  # one CIFAR-10 image as uint8
+
+
+def v5e_step(batch: int, loop_s: float, copy_bps: float, machine: roofline.Machine):
+    """The seed CNN's float32 step at ``batch`` on ``machine``: host part = ``fit``'s loop per
+    step (measured) + copying the float32 batch at ``copy_bps`` (measured)."""
+    host = loop_s + batch * IMAGE_BYTES * 4 / copy_bps
+    costs = flops_mod.seed_cnn_costs(batch)
+    return roofline.predict_step(costs, machine, batch=batch, host_s=host)
+
+
+def predicted_knee(steps: Mapping[int, roofline.StepPrediction], bar: float = 0.05) -> int:
+    """The smallest batch whose double is not predicted faster by more than ``bar``."""
+    batches = sorted(steps)
+    for small, big in zip(batches, batches[1:], strict=False):
+        if roofline.lever("batch", steps[small], steps[big]).gain <= 1 + bar:
+            return small
+    return batches[-1]
+
+
+def v5e_ladder(
+    loop_s: float, copy_bps: float, delivered: float, *, batch: int, batches: Sequence[int],
+    steps: int, machine: roofline.Machine = roofline.PUBLISHED["v5e"],
+) -> tuple[int, list[roofline.Lever]]:  # fmt: skip
+    """(the knee on ``machine``, each rung 2-7 as a lever from the rung before), by the course's
+    one predictor: ``loop_s`` fit's host loop per step and ``copy_bps`` the host's copy rate,
+    both measured here; ``delivered`` the input pipeline's images/s, measured alone."""
+    by_batch = {b: v5e_step(b, loop_s, copy_bps, machine) for b in sorted({batch, *batches})}
+    knee = predicted_knee({b: p for b, p in by_batch.items() if b in batches})
+    seed, at_knee = by_batch[batch], by_batch[knee]
+    bf16 = roofline.in_bfloat16(at_knee)
+    copy_s = knee * IMAGE_BYTES * 4 / copy_bps  # paid per step, not per call
+    scanned = roofline.k_steps_per_call(bf16, steps, per_step_s=copy_s)
+    uint8 = roofline.with_host(scanned, scanned.host_s - copy_s * 3 / 4)
+    grain = roofline.fed_at(uint8, delivered)
+    rungs = [seed, seed, at_knee, bf16, scanned, uint8, grain]  # static shapes: per step, equal
+    names = ["static shapes", f"batch {knee}", "bf16", f"{steps} steps/call", "uint8", "input"]
+    pairs = zip(names, rungs, rungs[1:], strict=False)
+    return knee, [roofline.lever(n, a, b) for n, a, b in pairs]
+
+
+def plot_lever_sweep(loops_s: Sequence[float], measured_s: float, **ladder_kw):
+    """Each lever's predicted gain on one v5e chip (:func:`v5e_ladder`) against fit's host loop
+    per step (log scale); the loop measured here is marked."""
+    import matplotlib.pyplot as plt
+
+    gains: dict[str, list[float]] = {}
+    for loop in loops_s:
+        for lev in v5e_ladder(loop, **ladder_kw)[1][1:-1]:  # static shapes and input aside
+            name = "batch at the v5e knee" if lev.name.startswith("batch") else lev.name
+            gains.setdefault(name, []).append(lev.gain)
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for name, ys in gains.items():
+        ax.plot(np.asarray(loops_s) * 1e3, ys, marker=".", label=name)
+    ax.axvline(measured_s * 1e3, color="grey", ls="--", label="fit's loop measured here")
+    ax.axhline(1.0, color="black", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("fit's host loop per step (ms, log)")
+    ax.set_ylabel("predicted gain on one v5e (x)")
+    ax.legend(fontsize=8)
+    ax.set_title("Where each lever pays on one v5e chip (predicted)")
+    fig.tight_layout()
+    return fig
 
 
 def plot_ladder(names, measured, spread, bands, marks, *, machine: str = "this CPU"):

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import numpy as np
 
-__all__ = ["EpochTimer", "EpochTiming", "steady"]
+__all__ = ["EpochTimer", "EpochTiming", "fit_pace", "steady"]
 
 
 def steady(seconds: tuple[float, ...] | list[float]) -> float:
@@ -100,3 +101,45 @@ class EpochTimer(keras.callbacks.Callback):
         if not self.epoch_s:
             raise RuntimeError("EpochTimer has not seen a finished epoch yet")
         return EpochTiming(tuple(self.epoch_s), self.images_per_epoch)
+
+
+def fit_pace(model: Any, batch: tuple, steps: int = 16) -> tuple[float, float, float]:
+    """(fit's seconds per step, its host loop's seconds per step, device programs per execution)
+    for a compiled ``model`` on ``steps`` copies of ``batch``, three epochs.
+
+    The host loop per step is the median gap between batch-begin callbacks after epoch 1:
+    ``fit`` dispatches asynchronously, so it runs ahead of a slower device and the gap is the
+    host's own work per step (its loop, slicing, the call); a step is the steady epoch over
+    ``steps``. The model's variables change (it trains)."""
+    tiled = [np.concatenate([a] * steps) for a in batch]
+    model.make_train_function()
+    inner, counts = model.train_function, [0, 0]
+
+    def counting(state: Any, iterator: Any) -> Any:
+        counts[0] += 1
+
+        def pulled() -> Any:
+            for item in iterator:
+                counts[1] += 1
+                yield item
+
+        return inner(state, pulled())
+
+    begins: list[list[float]] = []  # per epoch: its start, then each batch's begin
+    epochs: list[float] = []  # no batch-end hook: fit dispatches asynchronously, as it would
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: begins.append([time.perf_counter()]),
+        on_train_batch_begin=lambda batch, logs: begins[-1].append(time.perf_counter()),
+        on_epoch_end=lambda epoch, logs: epochs.append(time.perf_counter() - begins[-1][0]),
+    )  # Keras syncs the logs before on_epoch_end
+    model.train_function = counting
+    try:
+        model.fit(*tiled, batch_size=len(batch[0]), epochs=3, shuffle=False, verbose=0,
+                  callbacks=[timer])  # fmt: skip
+    finally:
+        model.train_function = inner
+    t_step = steady(epochs) / steps  # the course's steady epoch: median of epochs 2..
+    gaps = [b - a for beg in begins[1:] for a, b in zip(beg[1:], beg[2:], strict=False)]
+    per_call = counts[1] / max(counts[0], 1)  # callbacks run once per execution of K steps
+    t_host = float(np.median(gaps)) / per_call if gaps else t_step
+    return t_step, t_host, per_call
