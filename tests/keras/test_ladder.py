@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from utils import compare
+from utils import compare, roofline
 from utils.keras import ladder
 
 
@@ -77,3 +79,25 @@ def test_fit_rungs_train_whole_batches_and_report_accuracy_and_mfu() -> None:
     spread = [(0.9, 1.1), (1.8, 2.2), (2.7, 3.3)]
     fig = ladder.plot_ladder(names, [1.0, 2.0, 3.0], spread, [(5.0, 9.0)] * 3, ["-"] * 3)
     assert fig.axes[0].get_yscale() == "log"
+
+
+@given(st.floats(1e-6, 1e-2), st.sampled_from([64, 128, 256]))
+def test_the_v5e_knee_and_each_lever_alone_follow_the_host_and_device_parts(
+    loop_s: float, batch: int
+) -> None:
+    """Where the chip's part of the seed's step outlasts the host's, only bf16 pays (the
+    host-side levers gain nothing and the knee is the smallest batch); where the host's part is
+    far longer, K steps per call and a larger batch pay and bf16 gains nothing (the 5 % bar
+    of every verdict decides the knee)."""
+    alone = ladder.lever_alone(loop_s, float("inf"), batch=batch, steps=4)
+    seed = alone["bf16"].before
+    if seed.host_s * 2 <= roofline.in_bfloat16(seed).device_s:  # device-bound, bf16 too
+        assert alone["bf16"].gain > 1.5
+        assert alone["4 steps/call"].gain == pytest.approx(1)
+        assert alone["batch x2"].gain < 1.05  # only the optimizer's fixed bytes amortise
+        knee, _ = ladder.v5e_ladder(loop_s, float("inf"), 1e9, batch=batch, batches=(64, 128, 256),
+                                    steps=4)  # fmt: skip
+        assert knee == 64
+    if seed.host_s >= 4 * seed.device_s:  # host-bound by far
+        assert alone["bf16"].gain == pytest.approx(1)
+        assert alone["4 steps/call"].gain > 2 and alone["batch x2"].gain > 1.5

@@ -220,15 +220,31 @@ def v5e_ladder(
     return knee, [roofline.lever(n, a, b) for n, a, b in pairs]
 
 
-def plot_lever_sweep(loops_s: Sequence[float], measured_s: float, **ladder_kw):
-    """Each lever's predicted gain on one v5e chip (:func:`v5e_ladder`) against fit's host loop
-    per step (log scale); the loop measured here is marked."""
+def lever_alone(
+    loop_s: float, copy_bps: float, *, batch: int, steps: int,
+    machine: roofline.Machine = roofline.PUBLISHED["v5e"],
+) -> dict[str, roofline.Lever]:  # fmt: skip
+    """Each host- or device-side lever applied alone to the seed's step (not one after another)."""
+    seed = v5e_step(batch, loop_s, copy_bps, machine)
+    copy_s = batch * IMAGE_BYTES * 4 / copy_bps
+    after = {
+        "batch x2": v5e_step(2 * batch, loop_s, copy_bps, machine),
+        "bf16": roofline.in_bfloat16(seed),
+        f"{steps} steps/call": roofline.k_steps_per_call(seed, steps, per_step_s=copy_s),
+        "uint8": roofline.with_host(seed, seed.host_s - copy_s * 3 / 4),
+    }
+    return {name: roofline.lever(name, seed, p) for name, p in after.items()}
+
+
+def plot_lever_sweep(loops_s: Sequence[float], measured_s: float, **lever_kw):
+    """Each lever's predicted gain on one v5e chip, alone on the seed's step
+    (:func:`lever_alone`), against fit's host loop per step (log scale); the loop measured here
+    is marked."""
     import matplotlib.pyplot as plt
 
     gains: dict[str, list[float]] = {}
     for loop in loops_s:
-        for lev in v5e_ladder(loop, **ladder_kw)[1][1:-1]:  # static shapes and input aside
-            name = "batch at the v5e knee" if lev.name.startswith("batch") else lev.name
+        for name, lev in lever_alone(loop, **lever_kw).items():
             gains.setdefault(name, []).append(lev.gain)
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for name, ys in gains.items():
@@ -239,7 +255,7 @@ def plot_lever_sweep(loops_s: Sequence[float], measured_s: float, **ladder_kw):
     ax.set_xlabel("fit's host loop per step (ms, log)")
     ax.set_ylabel("predicted gain on one v5e (x)")
     ax.legend(fontsize=8)
-    ax.set_title("Where each lever pays on one v5e chip (predicted)")
+    ax.set_title("Each lever alone on the seed's step, one v5e chip (predicted)")
     fig.tight_layout()
     return fig
 
@@ -252,7 +268,8 @@ def plot_ladder(names, measured, spread, bands, marks, *, machine: str = "this C
     fig, ax = plt.subplots(figsize=(10, 4.2))
     xs = np.arange(len(names))
     lows, highs = np.array(bands).T
-    ax.bar(xs + 0.2, highs - lows, 0.35, bottom=lows, alpha=0.5, label="v5e, one chip: predicted")
+    height = np.maximum(highs - lows, lows * 0.04)  # a point prediction still shows
+    ax.bar(xs + 0.2, height, 0.35, bottom=lows, alpha=0.5, label="v5e, one chip: predicted")
     m = np.asarray(measured)
     lo, hi = np.array(spread).T
     yerr = np.clip([m - lo, hi - m], 0, None)
