@@ -72,3 +72,22 @@ def test_results_are_recorded_last_after_the_recap() -> None:
     recap = heading(cs, "## Recap")
     assert index(cs, lambda c: "results.record(" in text(c)) == len(cs) - 1
     assert hidden(cs[-1]) and "**result.metrics(pairs)" in text(cs[-1]) and recap < len(cs) - 1
+
+
+def test_grain_alone_times_its_steady_rate_in_bounded_rounds_on_a_cpu_and_a_v5e() -> None:
+    """The notebook's own ``alone = ...`` line, with the CPU branch's sizes (1,100 images, knee
+    64) and a TPU's (50,000 images, any knee of the sweep): every round draws at least 64 chunks
+    (far past Grain's prefetch buffer, whose drain measured 125,000-512,000 images/s where the
+    steady rate was 20,000) and at most one pass over the images plus those 64 chunks."""
+    import ast
+
+    line = next(
+        ln for c in _code(cells(NB09)) for ln in text(c).splitlines() if ln.startswith("alone =")
+    )
+    expr = compile(ast.Expression(ast.parse(line).body[0].value), "<09>", "eval")
+    for images, knees in ((1_100, (64, 128)), (50_000, (128, 256, 512, 1024, 2048))):
+        for knee in knees:
+            steps = min(4, images // knee)
+            whole = images // (knee * steps) * knee * steps
+            alone = eval(expr, {"max": max, "whole": whole, "knee": knee, "steps": steps})  # noqa: S307
+            assert alone >= 64 and alone * knee * steps <= whole + 64 * knee * steps, (images, knee)
