@@ -27,6 +27,7 @@ from utils import mfu as mfu_mod
 from utils import roofline
 from utils.keras import models
 
+IMAGE_BYTES = 32 * 32 * 3  # one CIFAR-10 image as uint8
 LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype", "feed")
 
 
@@ -55,7 +56,7 @@ class RungSpec:
     @property
     def bytes_per_step(self) -> int:
         """Image bytes sent to the device per training step."""
-        return self.batch * 32 * 32 * 3 * np.dtype(self.input_dtype).itemsize
+        return self.batch * IMAGE_BYTES * np.dtype(self.input_dtype).itemsize
 
 
 def sqrt_scaled_lr(learning_rate: float, batch: int, base_batch: int) -> float:
@@ -177,9 +178,6 @@ def table(result: compare_mod.Comparison, names: Sequence[str], accuracy: Mappin
             f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}"
         )
     return "\n".join(lines)
-
-
-IMAGE_BYTES = 32 * 32 * 3  # one CIFAR-10 image as uint8
 
 
 def v5e_step(batch: int, loop_s: float, copy_bps: float, machine: roofline.Machine):
