@@ -419,6 +419,7 @@ def nb09_sizes(rt: SimpleNamespace, knee: int | None = None, **params: object) -
         _run(_statements(section_1, "cpu", "cifar", "x8"), ns)
     ns["x"] = _zeros(ns["x8"].shape, np.float32)  # x8.astype("float32") / 255, no bytes
     _run(_statements(section_1, "batches", "tpu", "peaks"), ns)
+    _run([n for n in ast.parse(section_1).body if isinstance(n, ast.Assert)], ns)  # its checks
     sweep = _cell(NB09, "sweep_images = ")
     _run(_statements(sweep, "sweep_images", "sweep"), ns)
     ns["knee"] = ns["batches"][0] if knee is None else knee
@@ -480,3 +481,10 @@ def test_09_trains_one_chip_of_a_v5e8_against_one_chips_peak() -> None:
         if isinstance(n, ast.Subscript) and ast.unparse(n.value) == "jax.devices()"
     ]
     assert indexed == ["0"] * calls.count("jax.devices"), "09 reads more than one device"
+
+
+def test_09_refuses_more_steps_per_program_than_its_images_hold_by_name() -> None:
+    """``x[: BATCH * STEPS]`` is section 5's first program: past the images it would reshape
+    fewer images than it needs; the notebook names the parameters instead."""
+    with pytest.raises(AssertionError, match="raise TRAIN_IMAGES or lower BATCH or STEPS"):
+        check_09(V5E8, TRAIN_IMAGES=1_024, STEPS=16)
