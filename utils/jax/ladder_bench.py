@@ -42,7 +42,7 @@ def scanned_trainer(model, optimizer, loss_fn, normalise=False):
 
     @jax.jit
     def program(state, xs, ys):  # K steps, one device program
-        # unroll: K copies of the step, no loop (XLA:CPU runs a looped conv body ~8x slower)
+        # unroll: K copies of the step, no loop (XLA:CPU may run a looped conv slowly: jax#12868)
         return jax.lax.scan(step, state, (xs, ys), unroll=True)
 
     variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
