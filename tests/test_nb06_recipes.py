@@ -153,3 +153,26 @@ def exercise_problems(code: list[dict]) -> list[str]:
     if not check or "assert not (SHOW_SOLUTIONS and problems)" not in text(check[0]):
         problems.append("the check does not assert only with SHOW_SOLUTIONS")
     return problems
+
+
+def test_the_spmd_script_grows_adams_rate_by_the_square_root_rule() -> None:
+    """On a v5e-8 the script's global batch is 8 x 128 = 1,024: Adam's 1e-3 at the seed's 128
+    grows by sqrt(8) (notebook 09's rule), and the one-device twin trains at the same rate."""
+    script = next(text(c) for c in _cells() if text(c).startswith("%%save_script spmd_train.py"))
+    twin = next(text(c) for c in _cells() if "twin_opt = " in text(c) and not hidden(c))
+
+    def lr(source: str, names: dict) -> float:
+        body = "\n".join(x for x in source.splitlines() if not x.startswith("%%"))
+        tree = ast.parse(body)
+        call = next(
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("Adam")
+        )
+        kw = next(k.value for k in call.keywords if k.arg == "lr")
+        return eval(compile(ast.Expression(kw), "<06>", "eval"), names)  # noqa: S307
+
+    rate = 1e-3 * 8**0.5
+    assert abs(lr(script, {"per_device_batch": 128, "n": 8}) - rate) < 1e-12
+    assert abs(lr(twin, {"global_batch": 1024}) - rate) < 1e-12
+    assert lr(script, {"per_device_batch": 32, "n": 4}) == 1e-3  # the CPU run: the seed's batch

@@ -26,7 +26,7 @@ torch.manual_seed(0)
 model = SeedCNN().to(device)
 for p in model.parameters():
     xs.mark_sharding(p, mesh, (None,) * p.dim())  # replicated: a full copy on every device
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * (per_device_batch * n / 128) ** 0.5)
 
 arrays = np.load(data_path)
 images = torch.from_numpy(arrays["x"]).permute(0, 3, 1, 2).contiguous()  # uint8, channels first
