@@ -18,10 +18,17 @@ __all__ = [
     "EXERCISE_NOT_DONE",
     "EXERCISE_PASSED",
     "NOTEBOOKS",
+    "bound_names",
     "cells",
+    "code_cell",
+    "code_sources",
     "heading",
     "hidden",
     "index",
+    "parameters",
+    "parameters_cell",
+    "run_statements",
+    "statements",
     "stdout",
     "text",
 ]
@@ -129,3 +136,57 @@ def names_bound_and_read(code_cells: list[dict]) -> tuple[set[str], set[str]]:
             elif isinstance(node, ast.Lambda):
                 bound.update(a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg))
     return bound, read
+
+
+# --- running a notebook's own statements (the v5e-8 rehearsals) ------------------------------
+
+
+def code_sources(notebook: Path) -> list[str]:
+    """Every code cell of ``notebook``, without the lines it gives to IPython."""
+    return [_code_only(text(c)) for c in cells(notebook) if c["cell_type"] == "code"]
+
+
+def code_cell(notebook: Path, marker: str) -> str:
+    """The one code cell of ``notebook`` that holds ``marker``, without the lines it gives to
+    IPython."""
+    found = [_code_only(text(c)) for c in cells(notebook)
+             if c["cell_type"] == "code" and marker in text(c)]  # fmt: skip
+    assert len(found) == 1, f"{notebook.name}: {len(found)} code cells hold {marker!r}"
+    return found[0]
+
+
+def parameters_cell(notebook: Path) -> str:
+    """The source of ``notebook``'s cell tagged ``parameters``."""
+    return next(text(c) for c in cells(notebook) if "parameters" in c["metadata"].get("tags", []))
+
+
+def parameters(notebook: Path) -> dict:
+    """The UPPERCASE names ``notebook``'s parameters cell binds, with their default values."""
+    ns: dict = {}
+    exec(parameters_cell(notebook), ns)  # noqa: S102
+    return {k: v for k, v in ns.items() if k.isupper()}
+
+
+def bound_names(node: ast.stmt) -> set[str]:
+    """The names a top-level assignment or ``def`` binds (none for other statements)."""
+    if isinstance(node, ast.FunctionDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def statements(source: str, *names: str) -> ast.Module:
+    """The cell's top-level statements that bind ``names``, in its order (``ast.unparse`` gives
+    their source); AssertionError if one of ``names`` is bound by none."""
+    chosen = [node for node in ast.parse(source).body if bound_names(node) & set(names)]
+    missing = set(names) - set().union(*map(bound_names, chosen))
+    assert not missing, f"no top-level statement binds {sorted(missing)}: the test needs updating"
+    return ast.Module(body=chosen, type_ignores=[])
+
+
+def run_statements(nodes: ast.Module | list[ast.stmt], ns: dict) -> None:
+    """Execute ``nodes`` (a notebook's own statements) in the namespace ``ns``."""
+    body = nodes.body if isinstance(nodes, ast.Module) else nodes
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    exec(compile(module, "<notebook>", "exec"), ns)  # noqa: S102

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.nbcells import NOTEBOOKS, cells, text
+from tests.nbcells import NOTEBOOKS, code_cell, parameters_cell, statements
 from tests.tools.platforms import PLATFORMS
 from utils import bootstrap, fresh_process, runtime, simulated_devices
 
@@ -51,28 +51,9 @@ def kaggle_v5e8(tf_versions: dict[str, str]) -> bootstrap.Prepared:
     return bootstrap.Prepared(**values, tf_on_device=tf_on_device, tf_host=True)
 
 
-def code_cell(nb: str, marker: str) -> str:
-    """The one code cell of notebook ``nb`` that holds ``marker``."""
-    found = [text(c) for c in cells(NB[nb]) if c["cell_type"] == "code" and marker in text(c)]
-    assert len(found) == 1, f"notebook {nb}: {len(found)} code cells hold {marker!r}"
-    return found[0]
-
-
-def parameters(nb: str) -> str:
-    return next(text(c) for c in cells(NB[nb]) if "parameters" in c["metadata"].get("tags", []))
-
-
-def _bound(node: ast.stmt) -> set[str]:
-    targets = node.targets if isinstance(node, ast.Assign) else []
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-
-
-def statements(source: str, *names: str) -> str:
-    """The cell's top-level assignments to any of ``names``, in the cell's order, as source."""
-    picked = [n for n in ast.parse(source).body if _bound(n) & set(names)]
-    missing = set(names) - set().union(*map(_bound, picked))
-    assert not missing, f"no top-level statement binds {missing}"
-    return "\n".join(ast.unparse(n) for n in picked)
+def source_of(source: str, *names: str) -> str:
+    """The cell's top-level statements that bind ``names``, as source (for a fresh process)."""
+    return ast.unparse(statements(source, *names))
 
 
 def run_on_v5e8(
@@ -109,8 +90,8 @@ def test_00_the_v5e8_branch_formats_and_runs_its_tpu_matmul(
     import utils
 
     ns: dict[str, Any] = {"rt": kaggle_v5e8(KAGGLE_TF), "measured": {}}
-    exec(parameters("00"), ns)  # noqa: S102
-    sizes = statements(code_cell("00", "big = rt.accelerator"), "big", "accel_n", "repeats")
+    exec(parameters_cell(NB["00"]), ns)  # noqa: S102
+    sizes = source_of(code_cell(NB["00"], "big = rt.accelerator"), "big", "accel_n", "repeats")
     exec(sizes, ns)  # noqa: S102
     assert ns["big"] and (ns["accel_n"], ns["repeats"]) == (8192, 10)
     n, repeats = ns["accel_n"], ns["repeats"]
@@ -124,7 +105,7 @@ def test_00_the_v5e8_branch_formats_and_runs_its_tpu_matmul(
         return fresh_process.run_python_json(small, env=V5E8_ENV, timeout_s=timeout_s)
 
     monkeypatch.setattr(utils, "fresh_process", SimpleNamespace(run_python_json=scaled_child))
-    exec(code_cell("00", "TPU_MATMUL = "), ns)  # noqa: S102
+    exec(code_cell(NB["00"], "TPU_MATMUL = "), ns)  # noqa: S102
     assert len(handed) == 1
     assert ns["measured"]["tpu_matmul_bf16"][0] > 0
     assert "bf16 8192x8192 matmul" in capsys.readouterr().out
@@ -170,13 +151,13 @@ def test_01_the_v5e8_branch_splits_over_its_devices(
     On Kaggle's image JAX has the 8 chips; with ``tensorflow-tpu`` (Part 2 drives the chips)
     the cell keeps JAX on the host's CPU, one device."""
     sources = {
-        "parameters": parameters("01"),
-        "setup": code_cell("01", "on_cpu = rt.accelerator"),
-        "split": code_cell("01", "device_sum = jax.jit(jnp.sum)"),
-        "split check": code_cell("01", "# @title Check: one value per device"),
-        "exercise": code_cell("01", "my_sharding = NamedSharding(mesh, P())"),
-        "solution": code_cell("01", "# @title Solution"),
-        "exercise check": code_cell("01", "def check_my_batch("),
+        "parameters": parameters_cell(NB["01"]),
+        "setup": code_cell(NB["01"], "on_cpu = rt.accelerator"),
+        "split": code_cell(NB["01"], "device_sum = jax.jit(jnp.sum)"),
+        "split check": code_cell(NB["01"], "# @title Check: one value per device"),
+        "exercise": code_cell(NB["01"], "my_sharding = NamedSharding(mesh, P())"),
+        "solution": code_cell(NB["01"], "# @title Solution"),
+        "exercise check": code_cell(NB["01"], "def check_my_batch("),
     }
     got = run_on_v5e8(sources, DRIVER_01, tf_versions, env)
     assert (got["on_cpu"], got["run_jax"]) == (False, True)
@@ -278,10 +259,10 @@ def sources_03() -> dict[str, str]:
         "mfu": "def timed(",
         "mfu check": "# @title Check: MFU is a fraction",
     }
-    found = {name: code_cell("03", mark) for name, mark in marks.items()}
-    setup = ast.parse(code_cell("03", "rt = bootstrap.prepare("))
+    found = {name: code_cell(NB["03"], mark) for name, mark in marks.items()}
+    setup = ast.parse(code_cell(NB["03"], "rt = bootstrap.prepare("))
     kept = [n for n in setup.body if "bootstrap.prepare(" not in ast.unparse(n)]  # no installs
-    return {"parameters": parameters("03"), "imports": ast.unparse(kept), **found}
+    return {"parameters": parameters_cell(NB["03"]), "imports": ast.unparse(kept), **found}
 
 
 def run_03(overrides: str = "") -> Any:
@@ -367,19 +348,19 @@ def sizes_04(tf_versions: dict[str, str]) -> dict[str, Any]:
         get_strategy=lambda: on_chips if rt.tf_on_device else strategies.get_strategy(runtime=rt)
     )
     ns["data"] = SimpleNamespace(load_cifar10=lambda **kw: zeros_cifar(asked, **kw))
-    exec(parameters("04"), ns)  # noqa: S102
-    exec(code_cell("04", "tf_tpu = bootstrap.tf_on_tpu(rt)"), ns)  # noqa: S102
-    exec(statements(code_cell("04", "strategy = "), "strategy", "replicas", "cifar"), ns)  # noqa: S102
-    exec(code_cell("04", "# @title Check: the training set holds"), ns)  # noqa: S102
+    exec(parameters_cell(NB["04"]), ns)  # noqa: S102
+    exec(code_cell(NB["04"], "tf_tpu = bootstrap.tf_on_tpu(rt)"), ns)  # noqa: S102
+    exec(source_of(code_cell(NB["04"], "strategy = "), "strategy", "replicas", "cifar"), ns)  # noqa: S102
+    exec(code_cell(NB["04"], "# @title Check: the training set holds"), ns)  # noqa: S102
     ns["train_images_np"], ns["train_labels_np"] = ns["cifar"].x_train, ns["cifar"].y_train
-    section_2 = statements(code_cell("04", "def build_and_compile("), "global_batch",
+    section_2 = source_of(code_cell(NB["04"], "def build_and_compile("), "global_batch",
                            "learning_rate", "train_ds", "test_ds")  # fmt: skip
     exec(section_2, ns)  # noqa: S102
-    bench = code_cell("04", "bench_batches = ")
+    bench = code_cell(NB["04"], "bench_batches = ")
     names = ["bench_batches", "bench_images", "flops_per_image", "seed_x", "bench_ds", "tpu"]
     names += ["chips"] + (["peaks"] if rt.tf_on_device else [])  # the host's: a measured matmul
-    exec(imports(bench) + "\n" + statements(bench, *names), ns)  # noqa: S102
-    exec(statements(code_cell("04", "probe_x = "), "probe_x"), ns)  # noqa: S102
+    exec(imports(bench) + "\n" + source_of(bench, *names), ns)  # noqa: S102
+    exec(source_of(code_cell(NB["04"], "probe_x = "), "probe_x"), ns)  # noqa: S102
     return ns | {"asked": asked}
 
 
@@ -434,6 +415,6 @@ def test_04_the_exercise_passes_at_the_v5e8s_global_batch() -> None:
     ns["cifar"] = SimpleNamespace(**{**vars(cifar), "x_train": cifar.x_train[:kept],
                                      "y_train": cifar.y_train[:kept]})  # fmt: skip
     ns["SHOW_SOLUTIONS"] = True
-    exec(code_cell("04", "# @title Solution"), ns)  # noqa: S102
-    exec(code_cell("04", "def static_pipeline_problems("), ns)  # noqa: S102  (asserts)
+    exec(code_cell(NB["04"], "# @title Solution"), ns)  # noqa: S102
+    exec(code_cell(NB["04"], "def static_pipeline_problems("), ns)  # noqa: S102  (asserts)
     assert ns["problems"] == [] and evaluated(ns["my_ds"]) == [gb] * 4

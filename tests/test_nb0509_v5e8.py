@@ -17,16 +17,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.nbcells import NOTEBOOKS, cells, text
+from tests.nbcells import NOTEBOOKS, code_cell, parameters, run_statements
 from utils.parameters import per_replica_batch_used
 
 NB05 = NOTEBOOKS / "05_custom_training_loop.ipynb"
 V5E8 = {"n_jax": 8, "on_cpu": False}  # Kaggle's v5e-8, as JAX sees it: 8 TPU devices
 CPU = {"n_jax": 8, "on_cpu": True}  # this machine: 8 simulated CPU devices
-
-
-def _cell(start: str) -> str:
-    return next(text(c) for c in cells(NB05) if c["cell_type"] == "code" and start in text(c))
 
 
 def _assigned(source: str, name: str) -> ast.Assign:
@@ -39,20 +35,10 @@ def _assigned(source: str, name: str) -> ast.Assign:
     raise LookupError(name)
 
 
-def _run(nodes: list[ast.stmt], ns: dict) -> None:
-    exec(compile(ast.Module(body=nodes, type_ignores=[]), "<notebook 05>", "exec"), ns)  # noqa: S102
-
-
 def _function(source: str, name: str) -> ast.FunctionDef:
     return next(
         n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == name
     )
-
-
-def _parameters() -> dict:
-    ns: dict = {}
-    exec(next(text(c) for c in cells(NB05) if "parameters" in c["metadata"].get("tags", [])), ns)  # noqa: S102
-    return {k: v for k, v in ns.items() if k.isupper()}
 
 
 def _images(n: int) -> SimpleNamespace:
@@ -63,23 +49,29 @@ def _images(n: int) -> SimpleNamespace:
 
 def part_1_sizes(branch: dict, **params: object) -> dict:
     """The notebook's Part 1 size statements, run for ``branch`` with its parameters."""
-    ns = {**_parameters(), **params, **branch, "per_replica_batch_used": per_replica_batch_used}
-    setup = _cell("jax_batch = ")
-    _run([_assigned(setup, "jax_batch"), _assigned(setup, "jax_images")], ns)
+    ns = {**parameters(NB05), **params, **branch, "per_replica_batch_used": per_replica_batch_used}
+    setup = code_cell(NB05, "jax_batch = ")
+    run_statements([_assigned(setup, "jax_batch"), _assigned(setup, "jax_images")], ns)
     ns["jax_cifar"] = _images(ns["jax_images"])
     ns["steps_per_call"] = ns["JAX_STEPS_PER_EXECUTION"]
-    exec(_cell("# @title Check: the training set holds"), ns)  # noqa: S102  (may raise)
-    _run([_assigned(_cell("for epoch in range(JAX_EPOCHS)"), "calls_per_epoch")], ns)
+    exec(code_cell(NB05, "holds at least one call's worth of images"), ns)  # noqa: S102  (may raise)
+    run_statements(
+        [_assigned(code_cell(NB05, "for epoch in range(JAX_EPOCHS)"), "calls_per_epoch")], ns
+    )
     ns |= {"np": np, "block_sharded": None, "data": SimpleNamespace(to_float=lambda a: a)}
     ns["jax"] = SimpleNamespace(device_put=lambda a, _sharding: a)
-    _run([_function(_cell("def block("), "block")], ns)  # the notebook's block()
-    _run([ast.parse(_cell("x_block, y_block = block(")).body[0]], ns)  # section 4's block
+    run_statements(
+        [_function(code_cell(NB05, "def block("), "block")], ns
+    )  # the notebook's block()
+    run_statements(
+        [ast.parse(code_cell(NB05, "x_block, y_block = block(")).body[0]], ns
+    )  # section 4's block
     return ns
 
 
 def exercise_slices(ns: dict, k: int) -> list[tuple[int, ...]]:
     """The check's loop over its two calls, for ``my_k = k``: the shapes ``block`` returned."""
-    problems = _function(_cell("def k_problems("), "k_problems")
+    problems = _function(code_cell(NB05, "def k_problems("), "k_problems")
     loop = next(
         n
         for n in ast.walk(problems)
@@ -98,7 +90,7 @@ def exercise_slices(ns: dict, k: int) -> list[tuple[int, ...]]:
 
     local = {**ns, "k": k, "block": recording, "my_steps": step, "one_step": step}
     local |= dict.fromkeys(("p_mine", "s_mine", "p_one", "s_one"))
-    _run([loop], local)
+    run_statements([loop], local)
     return shapes
 
 

@@ -35,7 +35,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.nbcells import NOTEBOOKS, cells, text
+from tests.nbcells import (
+    NOTEBOOKS,
+    code_cell,
+    code_sources,
+    parameters,
+    run_statements,
+    statements,
+)
 from utils import data, flops, fresh_process, mfu, roofline, simulated_devices
 from utils.jax import multihost_env
 from utils.parameters import Range, per_replica_batch_used
@@ -55,50 +62,8 @@ SIMULATED["PJRT_NPROC"] = str(multihost_env.cpu_threads(CHIPS))
 # --- reading the notebooks' own statements ---------------------------------------------------
 
 
-def _python(source: str) -> str:
-    """A cell without the lines it gives to IPython (``!`` shell, ``%`` magics)."""
-    return "\n".join(s for s in source.splitlines() if not s.lstrip().startswith(("!", "%")))
-
-
-def _code(nb: Path) -> list[str]:
-    return [_python(text(c)) for c in cells(nb) if c["cell_type"] == "code"]
-
-
-def _cell(nb: Path, needle: str) -> str:
-    found = next((s for s in _code(nb) if needle in s), None)
-    assert found is not None, f"no code cell of {nb.name} holds {needle!r}: the test needs updating"
-    return found
-
-
-def _parameters(nb: Path) -> dict:
-    ns: dict = {}
-    exec(next(text(c) for c in cells(nb) if "parameters" in c["metadata"].get("tags", [])), ns)  # noqa: S102
-    return {k: v for k, v in ns.items() if k.isupper()}
-
-
-def _bound(node: ast.stmt) -> set[str]:
-    if isinstance(node, ast.FunctionDef):
-        return {node.name}
-    if isinstance(node, ast.Assign):
-        return {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return set()
-
-
-def _statements(source: str, *names: str) -> list[ast.stmt]:
-    """The cell's top-level statements that bind ``names`` (assignments, defs), in its order."""
-    chosen = [node for node in ast.parse(source).body if _bound(node) & set(names)]
-    missing = set(names) - set().union(*map(_bound, chosen))
-    assert not missing, f"no top-level statement binds {sorted(missing)}: the test needs updating"
-    return chosen
-
-
-def _run(nodes: list[ast.stmt], ns: dict) -> None:
-    module = ast.fix_missing_locations(ast.Module(body=nodes, type_ignores=[]))
-    exec(compile(module, "<notebook>", "exec"), ns)  # noqa: S102
-
-
 def _checked_params(nb: Path) -> ast.Call:
-    tree = ast.parse(_cell(nb, "check_params("))
+    tree = ast.parse(code_cell(nb, "check_params("))
     return next(
         n
         for n in ast.walk(tree)
@@ -111,12 +76,12 @@ def _smallest(nb: Path, name: str) -> int:
     spec = next(k.value for k in _checked_params(nb).keywords if k.arg == name)
     assert isinstance(spec, ast.Tuple)
     low = eval(ast.unparse(spec.elts[-1]), {"Range": Range}).min  # noqa: S307
-    cell = ast.parse(_cell(nb, "check_params("))
+    cell = ast.parse(code_cell(nb, "check_params("))
     imports = [
         n for n in cell.body if isinstance(n, ast.ImportFrom) and n.module == "utils.parameters"
     ]
-    ns = {**_parameters(nb), name: low}
-    _run([*imports, ast.Expr(_checked_params(nb))], ns)  # the notebook's check accepts it
+    ns = {**parameters(nb), name: low}
+    run_statements([*imports, ast.Expr(_checked_params(nb))], ns)  # the notebook's check accepts it
     return int(low)
 
 
@@ -138,7 +103,7 @@ def _devices(n: int) -> SimpleNamespace:
 def _slices(nb: Path, arrays: Iterable[str]) -> list[tuple[str, str]]:
     """Every ``a[:stop]`` the notebook's code takes of ``arrays``: (array, stop as written)."""
     found = set()
-    for source in _code(nb):
+    for source in code_sources(nb):
         for node in ast.walk(ast.parse(source)):
             if (
                 isinstance(node, ast.Subscript)
@@ -175,7 +140,7 @@ def nb07_sizes(
     section 1's check cell runs on the shards written by the notebook's ``write_shards``."""
     monkeypatch.setattr(data, "make_standin", _standin)
     shards = _Shards()
-    ns: dict = {**_parameters(NB07), **params, "rt": rt, "jax": _devices(devices), "os": os}
+    ns: dict = {**parameters(NB07), **params, "rt": rt, "jax": _devices(devices), "os": os}
     gp = SimpleNamespace(
         encode=lambda image, label: int(label),
         decode=lambda r: {"image": ns["images"][r], "label": ns["labels"][r]},
@@ -184,14 +149,14 @@ def nb07_sizes(
     ns |= {"data": SimpleNamespace(load_cifar10=functools.partial(data.load_cifar10, offline=True))}
     ns |= {"ArrayRecordWriter": shards.writer, "roofline": roofline}
     ns["grain"] = SimpleNamespace(sources=SimpleNamespace(ArrayRecordDataSource=shards.source))
-    section_1 = _cell(NB07, "train_images = TRAIN_IMAGES or")
+    section_1 = code_cell(NB07, "train_images = TRAIN_IMAGES or")
     names = ("train_images", "cifar", "images", "write_shards", "paths", "source")
-    _run(_statements(section_1, *names), ns)
-    exec(_cell(NB07, "# @title Check: every record decodes back"), ns)  # noqa: S102  (may raise)
-    _run(_statements(_cell(NB07, "global_batch = "), "workers", "global_batch"), ns)
-    _run(_statements(_cell(NB07, "per_chip = "), "per_chip", "v5e", "need"), ns)
-    _run(_statements(_cell(NB07, "steps = train_images"), "steps"), ns)
-    _run(_statements(_cell(NB07, "epoch = steps"), "epoch"), ns)
+    run_statements(statements(section_1, *names), ns)
+    exec(code_cell(NB07, "# @title Check: every record decodes back"), ns)  # noqa: S102  (may raise)
+    run_statements(statements(code_cell(NB07, "global_batch = "), "workers", "global_batch"), ns)
+    run_statements(statements(code_cell(NB07, "per_chip = "), "per_chip", "v5e", "need"), ns)
+    run_statements(statements(code_cell(NB07, "steps = train_images"), "steps"), ns)
+    run_statements(statements(code_cell(NB07, "epoch = steps"), "epoch"), ns)
     return ns
 
 
@@ -271,11 +236,11 @@ def test_07_section_3_fits_data_parallel_on_8_devices_128_per_device() -> None:
         " 'label': np.zeros(global_batch, np.int64)})"
     )
     pieces = [
-        ast.unparse(_statements(_cell(NB07, "train_images = TRAIN_IMAGES or"), "train_images")),
-        ast.unparse(_statements(_cell(NB07, "global_batch = "), "global_batch")),
-        _cell(NB07, "per_chip = "),  # section 2's v5e line, whole
+        ast.unparse(statements(code_cell(NB07, "train_images = TRAIN_IMAGES or"), "train_images")),
+        ast.unparse(statements(code_cell(NB07, "global_batch = "), "global_batch")),
+        code_cell(NB07, "per_chip = "),  # section 2's v5e line, whole
         feed,
-        _cell(NB07, "steps = train_images"),  # section 3, whole
+        code_cell(NB07, "steps = train_images"),  # section 3, whole
     ]
     env = {**SIMULATED, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": ""}
     got = fresh_process.run_python_json(
@@ -298,7 +263,7 @@ def _launched(nb: Path) -> tuple[list[str], list[str]]:
     """(modules run with ``-m``, code run with ``-c``) in the notebook's command lists."""
     constants: dict[str, str] = {}
     modules, codes = set(), set()
-    for source in _code(nb):
+    for source in code_sources(nb):
         tree = ast.parse(source)
         for node in tree.body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
@@ -318,7 +283,7 @@ def _launched(nb: Path) -> tuple[list[str], list[str]]:
 def test_08_has_no_tpu_branch_so_its_cpu_run_is_its_v5e8_run() -> None:
     """Its sizes are its parameters, whatever the machine: no cell reads the runtime (``rt``),
     JAX's devices or the accelerator. A branch added later needs a rehearsal here."""
-    trees = [ast.parse(s) for s in _code(NB08)]
+    trees = [ast.parse(s) for s in code_sources(NB08)]
     read = {
         n.id
         for t in trees
@@ -368,7 +333,7 @@ def test_08_every_process_it_starts_on_a_v5e8_host_keeps_jax_off_the_chips() -> 
             for a in n.names
         }
         assert not imported & {"jax", "keras"}, code
-    devices = _parameters(NB08)["SIMULATED_DEVICES"]
+    devices = parameters(NB08)["SIMULATED_DEVICES"]
     env = {"COURSE_NUM_PROCESSES": "2", "COURSE_PROCESS_ID": "0", "SIMULATED_DEVICES": str(devices)}
     env |= {"COURSE_COORDINATOR": "127.0.0.1:1", "TPU_ACCELERATOR_TYPE": "v5litepod-8"}
     code = f"MODULES = {json.dumps(modules)}\n{CHILD_08}"
@@ -404,7 +369,7 @@ def nb09_sizes(rt: SimpleNamespace, knee: int | None = None, **params: object) -
         fed.append((len(x), batch, steps))
 
     load = functools.partial(data.load_cifar10, offline=True)
-    ns: dict = {**_parameters(NB09), **params, "rt": rt, "np": np, "mfu": mfu}
+    ns: dict = {**parameters(NB09), **params, "rt": rt, "np": np, "mfu": mfu}
     ns["jax"] = _devices(CHIPS if rt.accelerator == "tpu" else 1)
     ns |= {"data": SimpleNamespace(load_cifar10=load), "dataclasses": dataclasses}
     ns |= {"jax_peak": SimpleNamespace(matmul_peak=lambda n, dtype: lambda: 1e12)}
@@ -415,17 +380,18 @@ def nb09_sizes(rt: SimpleNamespace, knee: int | None = None, **params: object) -
     ns["static_spec"] = _Spec("2 static shapes", ns["BATCH"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(data, "make_standin", _standin)
-        section_1 = _cell(NB09, "cifar = data.load_cifar10(")
-        _run(_statements(section_1, "cpu", "cifar", "x8"), ns)
+        section_1 = code_cell(NB09, "cifar = data.load_cifar10(")
+        run_statements(statements(section_1, "cpu", "cifar", "x8"), ns)
     ns["x"] = _zeros(ns["x8"].shape, np.float32)  # x8.astype("float32") / 255, no bytes
-    _run(_statements(section_1, "batches", "tpu", "peaks"), ns)
-    _run([n for n in ast.parse(section_1).body if isinstance(n, ast.Assert)], ns)  # its checks
-    sweep = _cell(NB09, "sweep_images = ")
-    _run(_statements(sweep, "sweep_images", "sweep"), ns)
+    run_statements(statements(section_1, "batches", "tpu", "peaks"), ns)
+    checks = [n for n in ast.parse(section_1).body if isinstance(n, ast.Assert)]
+    run_statements(checks, ns)  # its own checks
+    sweep = code_cell(NB09, "sweep_images = ")
+    run_statements(statements(sweep, "sweep_images", "sweep"), ns)
     ns["knee"] = ns["batches"][0] if knee is None else knee
-    _run(_statements(sweep, "steps", "whole"), ns)
-    _run(_statements(_cell(NB09, "xs, ys = ("), "xs"), ns)
-    _run(_statements(_cell(NB09, "alone = max("), "feed", "alone"), ns)
+    run_statements(statements(sweep, "steps", "whole"), ns)
+    run_statements(statements(code_cell(NB09, "xs, ys = ("), "xs"), ns)
+    run_statements(statements(code_cell(NB09, "alone = max("), "feed", "alone"), ns)
     return ns | {"trained": trained, "fed": fed}
 
 
@@ -470,7 +436,7 @@ def test_09_trains_one_chip_of_a_v5e8_against_one_chips_peak() -> None:
     ns = nb09_sizes(V5E8)
     one_chip = mfu.peak_flops(tpu_generation="v5e", chips=1)
     assert {d: peak() for d, peak in ns["peaks"].items()} == dict.fromkeys(mfu.DTYPES, one_chip)
-    trees = [ast.parse(s) for s in _code(NB09)]
+    trees = [ast.parse(s) for s in code_sources(NB09)]
     calls = [ast.unparse(n.func) for t in trees for n in ast.walk(t) if isinstance(n, ast.Call)]
     parallel = [c for c in calls if "distribution" in c or c.endswith("Parallel")]
     assert not parallel, f"09 spreads its training over devices: {parallel}"
