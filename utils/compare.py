@@ -64,7 +64,8 @@ class Variant:
     ``work`` counts what it processes per call (images), ``flops`` the model FLOPs per call (for
     MFU), ``peak`` names the entry of ``compare(peaks=...)`` (the dtype it computes in) whose
     ceiling its MFU divides by (:meth:`Comparison.ceiling`). ``sync`` waits for an asynchronous
-    device, inside the timed region.
+    device, inside the timed region; ``after`` runs after the clock stops (releasing what the call
+    made, such as an iterator whose teardown is not the work being timed).
     """
 
     name: str
@@ -73,6 +74,7 @@ class Variant:
     flops: float | None = None
     peak: str | None = None
     sync: Callable[[], object] | None = None
+    after: Callable[[], object] | None = None
 
 
 def median_interval(
@@ -343,9 +345,12 @@ def compare(
 
 
 def _seconds(variant: Variant, clock: Clock) -> float:
-    """One call of ``variant.run`` (and its ``sync``), timed."""
+    """One call of ``variant.run`` (and its ``sync``), timed; then its ``after``, untimed."""
     start = clock()
     variant.run()
     if variant.sync is not None:
         variant.sync()
-    return clock() - start
+    elapsed = clock() - start
+    if variant.after is not None:
+        variant.after()
+    return elapsed

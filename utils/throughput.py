@@ -1,8 +1,8 @@
 """Timing input pipelines and training loops, framework-free (any Python iterable).
 
-- :func:`epoch_runner`: the next epoch of a pipeline as one timed call for
+- :func:`epoch_runner` (:class:`EpochRunner`): the next epoch of a pipeline as one timed call for
   :func:`utils.compare.compare`, from one long-lived iterator (the steady state) or a new one per
-  call (what a first epoch pays).
+  call (what a first epoch pays), released after the clock stops.
 - :func:`input_wait`: the share of each training step spent waiting for the next batch.
 
 The clock is an argument, so tests drive everything with a fake clock.
@@ -17,7 +17,7 @@ from typing import Any
 
 Clock = Callable[[], float]
 
-__all__ = ["count", "epoch_runner", "input_wait"]
+__all__ = ["EpochRunner", "count", "epoch_runner", "input_wait"]
 
 
 def count(batch: Any) -> int:
@@ -25,30 +25,40 @@ def count(batch: Any) -> int:
     return len(batch["label"] if isinstance(batch, Mapping) else batch[-1])
 
 
-def epoch_runner(
-    make: Callable[[], Iterable[Any]],
-    *,
-    epoch_size: int,
-    fresh: bool = False,
-    count: Callable[[Any], int] = count,
-) -> Callable[[], int]:
+class EpochRunner:
     """A ``run`` for :class:`utils.compare.Variant`: the next ``epoch_size`` examples.
 
     ``fresh=False``: of one long-lived iterator over ``make()`` (endless: ``dataset.repeat()``),
     so after the warm-up call each call is a steady epoch. ``fresh=True``: of a new ``make()``
-    per call, so each call pays what a first epoch pays (storage, filling caches).
+    per call, so each call pays what a first epoch pays (storage, filling caches); pass
+    :meth:`release` as the variant's ``after``, so the last call's iterator is dropped after the
+    clock stops: stopping a ``tf.data`` iterator's autotuning threads can wait seconds, idle,
+    which is not the pipeline's rate.
     """
-    state: dict[str, Iterator[Any]] = {}
 
-    def run() -> int:
-        if fresh or "it" not in state:
-            state["it"] = iter(make())
+    def __init__(
+        self, make: Callable[[], Iterable[Any]], *, epoch_size: int, fresh: bool = False,
+        count: Callable[[Any], int] = count,
+    ) -> None:  # fmt: skip
+        self.make, self.epoch_size, self.fresh, self.count = make, epoch_size, fresh, count
+        self.iterator: Iterator[Any] | None = None
+
+    def __call__(self) -> int:
+        if self.fresh or self.iterator is None:
+            self.release()
+            self.iterator = iter(self.make())
         n = 0
-        while n < epoch_size:
-            n += count(next(state["it"]))
+        while n < self.epoch_size:
+            n += self.count(next(self.iterator))
         return n
 
-    return run
+    def release(self) -> None:
+        """Drop a fresh runner's iterator now (a steady runner keeps its one iterator)."""
+        if self.fresh:
+            self.iterator = None
+
+
+epoch_runner = EpochRunner
 
 
 def input_wait(
