@@ -1,9 +1,9 @@
-"""09's scanned rungs (rungs 5-7, ``utils.jax.ladder_bench``): one ``run()`` trains every image it
+"""09's scanned rungs (rungs 5-6, ``utils.jax.ladder_bench``): one ``run()`` trains every image it
 counts, once, and leaves the trained variables in the model.
 
 The rate a rung reports is ``images / seconds``, so a run that trains fewer chunks than its
 ``images`` claims reports a faster rate than the truth. Keras on JAX runs in a child process
-(this one's Keras may run on TensorFlow): tiny models, the float32, uint8 and Grain rungs, for
+(this one's Keras may run on TensorFlow): tiny models, the float32 and uint8 rungs, for
 several image counts; the optimizer's step counter, written back by the scanned trainer, says
 how many steps ran. Nothing asserts a speed.
 """
@@ -26,7 +26,7 @@ BATCH, STEPS = 8, 4
 
 
 def rungs(images: int) -> dict[str, Any]:
-    """The child's work: rungs 5-7 on ``images`` images, each run twice."""
+    """The child's work: rungs 5-6 on ``images`` images, each run twice."""
     import numpy as np
 
     from utils.jax import ladder_bench as lb
@@ -51,7 +51,6 @@ def rungs(images: int) -> dict[str, Any]:
             "steps_after_each_run": counts,
             "weights_moved": moved,
         }
-    lb.close_feeds()
     return out
 
 
@@ -68,7 +67,7 @@ def test_a_scanned_run_trains_every_image_it_counts(
     trained: dict[int, dict[str, Any]], images: int
 ) -> None:
     whole = images // (BATCH * STEPS) * BATCH * STEPS  # whole chunks of STEPS batches only
-    assert set(trained[images]) == {"5 scan 4 steps", "6 uint8 input", "7 Grain feed"}
+    assert set(trained[images]) == {"5 scan 4 steps", "6 uint8 input"}
     for name, rung in trained[images].items():
         assert rung["images"] == rung["work"] == whole, name
         steps = whole // BATCH

@@ -40,7 +40,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(ladder.table(result, names, accuracy))
     for a, b in ladder.step_pairs(names):
         print(result.verdict(a, b).sentence())
-    lb.close_feeds()  # Grain's worker processes and their shared memory
     return 0
 
 

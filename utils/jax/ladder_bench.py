@@ -1,10 +1,11 @@
-"""The JAX half of notebook 09's ladder (rungs 5-7).
+"""The JAX half of notebook 09's ladder (rungs 5-6) and its input check.
 
 - :func:`scanned_trainer`: K training steps of a Keras model in one jitted ``jax.lax.scan``,
   from the model's ``stateless_call`` and the optimizer's ``stateless_apply`` (Keras 3's JAX
   training-loop recipe), the trained variables written back into the model; notebook 09 shows
   it and passes its copy to :func:`build_rung`.
-- :func:`scan_rung`: a rung that trains with it (float32 or uint8 batches, numpy or Grain).
+- :func:`scan_rung`: a rung that trains with it (float32 or uint8 batches).
+- :func:`grain_chunks`: K-step chunks from Grain with multiprocess prefetch (the input check).
 - :func:`keras_launches`: how many compiled programs Keras' ``fit`` launches per call.
 Importing this module imports JAX and Keras. ``make bench`` (tests/tools/bench.py) runs the ladder.
 """
@@ -100,8 +101,8 @@ def scan_rung(
     spec: ladder.RungSpec, x, y, *, seed: int = 0, tiny: bool = False, trainer=scanned_trainer
 ) -> ladder.Rung:
     """A rung trained by ``trainer`` (:func:`scanned_trainer` or a copy of it): ``spec.steps``
-    batches per program; ``x`` is float32 in [0, 1] or uint8 (``spec.input_dtype``);
-    ``spec.feed`` "grain" reads via Grain. One ``run()`` trains every whole chunk once."""
+    batches per program; ``x`` is float32 in [0, 1] or uint8 (``spec.input_dtype``).
+    One ``run()`` trains every whole chunk once."""
     model = ladder.build_model(spec, seed=seed, tiny=tiny)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     train = trainer(model, model.optimizer, loss, normalise=spec.input_dtype == "uint8")
@@ -109,12 +110,9 @@ def scan_rung(
     n = len(x) // chunk * chunk
     shape = (n // chunk, spec.steps, spec.batch, *x.shape[1:])
     xs, ys = x[:n].reshape(shape), y[:n].reshape(shape[:3])
-    grain_feed = spec.feed == "grain"
-    feed = grain_chunks(x[:n], y[:n], spec.batch, spec.steps, seed=seed) if grain_feed else None
 
     def run() -> None:
-        chunks = (next(feed) for _ in range(len(xs))) if feed else zip(xs, ys, strict=True)
-        jax.block_until_ready(train(chunks))
+        jax.block_until_ready(train(zip(xs, ys, strict=True)))
 
     return ladder.Rung(spec, model, run, n, tiny)
 

@@ -1,6 +1,6 @@
-"""The training-speed ladder: the seed's CNN trained seven ways, each rung changing one lever.
+"""The training-speed ladder: the seed's CNN trained six ways, each rung changing one lever.
 
-Backend-agnostic Keras 3 (the scanned loop and the Grain feed of rungs 5-7 are JAX: they live in
+Backend-agnostic Keras 3 (the scanned loop of rungs 5-6 and the Grain feed are JAX: they live in
 :mod:`utils.jax.ladder_bench`). The rungs, each from the one before it:
 
 1. **seed**: ``fit`` on float32 numpy arrays, batch 128, Adam 1e-3; a ragged last batch.
@@ -10,7 +10,9 @@ Backend-agnostic Keras 3 (the scanned loop and the Grain feed of rungs 5-7 are J
 4. **bfloat16**: the ``mixed_bfloat16`` policy.
 5. **K steps per program**: a ``jax.lax.scan`` over K batches in one jitted call.
 6. **uint8 input**: the batches sent as uint8 and normalised on the device (4x fewer bytes).
-7. **Grain**: the batches from a Grain pipeline with multiprocess prefetch.
+
+The input is checked beside the ladder, not as a rung: Grain's delivered rate, timed alone, against
+the rate the step needs (:func:`v5e_ladder`'s last lever).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from utils import roofline
 from utils.keras import models
 
 IMAGE_BYTES = 32 * 32 * 3  # one CIFAR-10 image as uint8
-LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype", "feed")
+LEVERS = ("drop_remainder", "batch", "learning_rate", "policy", "steps", "input_dtype")
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,6 @@ class RungSpec:
     drop_remainder: bool = False
     steps: int = 1  # training steps in one device program (1: Keras' fit)
     input_dtype: str = "float32"
-    feed: str = "numpy"
 
     @property
     def peak_key(self) -> str:
@@ -65,7 +66,7 @@ def sqrt_scaled_lr(learning_rate: float, batch: int, base_batch: int) -> float:
 
 
 def ladder_specs(batch: int = 128, knee: int = 128, steps: int = 4) -> list[RungSpec]:
-    """The seven rungs; each is the previous one with one lever changed."""
+    """The six rungs; each is the previous one with one lever changed."""
     specs = [RungSpec("1 seed fit", "the seed's way", batch)]
     lr = sqrt_scaled_lr(specs[0].learning_rate, knee, batch)
     for name, lever, change in (
@@ -78,7 +79,6 @@ def ladder_specs(batch: int = 128, knee: int = 128, steps: int = 4) -> list[Rung
         ("4 mixed_bfloat16", "policy mixed_bfloat16", {"policy": "mixed_bfloat16"}),
         (f"5 scan {steps} steps", f"{steps} steps per device program", {"steps": steps}),
         ("6 uint8 input", "uint8 sent, normalised on the device", {"input_dtype": "uint8"}),
-        ("7 Grain feed", "Grain, multiprocess prefetch", {"feed": "grain"}),
     ):
         specs.append(replace(specs[-1], name=name, lever=lever, **change))
     return specs
@@ -197,16 +197,29 @@ def predicted_knee(steps: Mapping[int, roofline.StepPrediction], bar: float = 0.
     return batches[-1]
 
 
+def v5e_sweep(
+    loop_s: float, copy_bps: float, *, batches: Sequence[int],
+    machine: roofline.Machine = roofline.PUBLISHED["v5e"],
+) -> tuple[int, list[roofline.Lever]]:  # fmt: skip
+    """(the knee on ``machine``, each doubling of ``batches`` as a lever): the seed's float32
+    step at each batch, predicted from fit's host loop ``loop_s`` and the copy rate ``copy_bps``,
+    both measured here."""
+    steps = {b: v5e_step(b, loop_s, copy_bps, machine) for b in sorted(batches)}
+    pairs = zip(steps, list(steps)[1:], strict=False)
+    doublings = [roofline.lever(f"batch {b} vs {a}", steps[a], steps[b]) for a, b in pairs]
+    return predicted_knee(steps), doublings
+
+
 def v5e_ladder(
     loop_s: float, copy_bps: float, delivered: float, *, batch: int, batches: Sequence[int],
     steps: int, machine: roofline.Machine = roofline.PUBLISHED["v5e"],
 ) -> tuple[int, list[roofline.Lever]]:  # fmt: skip
-    """(the knee on ``machine``, each rung 2-7 as a lever from the rung before), by the course's
-    one predictor: ``loop_s`` fit's host loop per step and ``copy_bps`` the host's copy rate,
-    both measured here; ``delivered`` the input pipeline's images/s, measured alone."""
-    by_batch = {b: v5e_step(b, loop_s, copy_bps, machine) for b in sorted({batch, *batches})}
-    knee = predicted_knee({b: p for b, p in by_batch.items() if b in batches})
-    seed, at_knee = by_batch[batch], by_batch[knee]
+    """(the knee on ``machine``, each rung 2-6 as a lever from the rung before, then "input": the
+    top rung fed at ``delivered``), by the course's one predictor: ``loop_s`` fit's host loop per
+    step and ``copy_bps`` the host's copy rate, both measured here; ``delivered`` the input
+    pipeline's images/s, measured alone."""
+    knee, _ = v5e_sweep(loop_s, copy_bps, batches=batches, machine=machine)
+    seed, at_knee = (v5e_step(b, loop_s, copy_bps, machine) for b in (batch, knee))
     bf16 = roofline.in_bfloat16(at_knee)
     copy_s = knee * IMAGE_BYTES * 4 / copy_bps  # paid per step, not per call
     scanned = roofline.k_steps_per_call(bf16, steps, per_step_s=copy_s)
