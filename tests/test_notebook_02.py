@@ -103,5 +103,5 @@ def test_the_settings_a_learner_needs_are_computed_in_visible_cells() -> None:
 def test_results_are_recorded_last_in_a_collapsed_cell() -> None:
     last = cells(NB02)[-1]
     assert hidden(last) and text(last).startswith("# @title Save this run's results")
-    for key in ("one_vs_all_devices_max_weight_diff", "images_per_s_float32"):
+    for key in ("one_vs_all_devices_max_weight_diff", "images_per_s"):
         assert key in text(last)
