@@ -154,7 +154,7 @@ def nb07_sizes(
     run_statements(statements(section_1, *names), ns)
     exec(code_cell(NB07, "# @title Check: every record decodes back"), ns)  # noqa: S102  (may raise)
     run_statements(statements(code_cell(NB07, "global_batch = "), "workers", "global_batch"), ns)
-    run_statements(statements(code_cell(NB07, "per_chip = "), "per_chip", "v5e", "need"), ns)
+    run_statements(statements(code_cell(NB07, "per_chip = "), "per_chip", "f32", "v5e", "need"), ns)
     run_statements(statements(code_cell(NB07, "steps = train_images"), "steps"), ns)
     run_statements(statements(code_cell(NB07, "epoch = steps"), "epoch"), ns)
     return ns

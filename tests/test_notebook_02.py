@@ -69,7 +69,7 @@ def test_the_main_line_ends_with_the_recap_and_the_detour_is_an_appendix() -> No
     sections = [h for h in heads if h.startswith("## ")]
     recap = sections.index("## Recap")
     assert [h.split(" ")[1] for h in sections[:5]] == ["1.", "2.", "3.", "4.", "5."], sections
-    assert "What each setting buys" in sections[2] and "Save and load" in sections[3]
+    assert "What `steps_per_execution` buys" in sections[2] and "Save and load" in sections[3]
     assert "recipe in one cell" in sections[4]
     assert sections[5].startswith("## Exercise") and recap == 6
     assert sections[recap + 1 :] == ["## Appendix A · One device or eight: the same weights"]
