@@ -77,6 +77,12 @@ class Variant:
     after: Callable[[], object] | None = None
 
 
+PAIRED_NOTE = (
+    "paired: the median of the per-round ratios (what the verdict uses); the ratio of the "
+    "median rates can differ when rounds are noisy."
+)
+
+
 def median_interval(
     values: Sequence[float], confidence: float = CONFIDENCE
 ) -> tuple[float, float, float]:
@@ -238,10 +244,7 @@ class Comparison:
             )
         rounds = len(self.seconds[baseline])
         coverage, pairs = median_interval([1.0] * rounds, CONFIDENCE)[2], len(self.variants) - 1
-        lines.append(
-            "paired: the median of the per-round ratios (what the verdict uses); the ratio of the "
-            "median rates can differ when rounds are noisy."
-        )
+        lines.append(PAIRED_NOTE)
         lines.append(
             f"intervals: {coverage:.1%} coverage each ({rounds} rounds); {pairs} comparison"
             f"{'s' if pairs > 1 else ''} from the same rounds: expect about "

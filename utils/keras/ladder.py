@@ -165,19 +165,22 @@ def step_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def table(result: compare_mod.Comparison, names: Sequence[str], accuracy: Mapping[str, float]):
-    """Per rung: images/s, the verdict against the rung before, its interval, MFU, accuracy."""
+    """Per rung: images/s, the verdict against the rung before (paired ratio, state, interval),
+    MFU, accuracy; then what "paired" means."""
     lines = [
-        f"{'rung':<18}{'images/s':>9}  {'vs the rung before':<20}{'interval':>12}"
+        f"{'rung':<18}{'images/s':>9}  {'vs the rung before':<26}{'interval':>12}"
         f"{'MFU':>7}{'accuracy':>10}"
     ]
     for before, name in zip([None, *names], names, strict=False):
         v = result.verdict(name, before) if before else None
-        state, interval = (v.state, f"{v.low:.2f}-{v.high:.2f}x") if v else ("-", "")
+        state, interval = (
+            (f"{v.ratio:.2f}x {v.state}", f"{v.low:.2f}-{v.high:.2f}x") if v else ("-", "")
+        )
         lines.append(
-            f"{name:<18}{result.rate(name):>9,.0f}  {state:<20}{interval:>12}"
+            f"{name:<18}{result.rate(name):>9,.0f}  {state:<26}{interval:>12}"
             f"{result.mfu(name):>7.1%}{accuracy[name]:>10.3f}"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, compare_mod.PAIRED_NOTE])
 
 
 def v5e_step(batch: int, loop_s: float, copy_bps: float, machine: roofline.Machine):
