@@ -30,7 +30,7 @@ pytest.importorskip("keras")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from utils import fresh_process, mfu, systolic  # noqa: E402
+from utils import fresh_process, mfu, roofline, systolic  # noqa: E402
 from utils.jax import speed_check as sc  # noqa: E402
 
 # A step whose v5e part (2.5e8 bytes: ~305 us, memory-bound) outlasts its host loop (0.2 ms).
@@ -109,6 +109,49 @@ def test_rank_is_a_permutation_with_problems_first(rows: list[tuple[str, float, 
     assert order == sorted(order)
     highs = [f.gain[1] for f in ranked if f.status == "problem"]
     assert highs == sorted(highs, reverse=True)
+
+
+def _small_batch(per_sample: tuple[float, float] | None, **changes: Any) -> sc.Finding:
+    """The batch finding for CLEAN's step at batch 50 (its totals are the step at 50)."""
+    m = dataclasses.replace(CLEAN, batch=50, per_sample=per_sample, **changes)
+    return next(f for f in sc.findings_of(m) if f.probe == "batch")
+
+
+def test_a_batch_whose_growing_bytes_set_the_step_gains_nothing() -> None:
+    """A memory-bound v5e step whose bytes all grow with the batch, the host far quicker: a
+    larger batch fills more of the MXU but moves as many bytes per sample, so the step gains
+    nothing (the MXU share alone would promise about x5)."""
+    flops = CLEAN.flops / 10
+    linear = (flops / 50, CLEAN.bytes / 50)  # every FLOP and byte grows with the batch
+    assert sc.v5e_step(dataclasses.replace(CLEAN, batch=50, flops=flops)).bound == "memory"
+    finding = _small_batch(linear, flops=flops)
+    assert finding.status == "info" and "gains nothing" in finding.evidence, finding
+    assert _small_batch(None, flops=flops).gain[1] > 4  # no cost analysis: the MXU share's alone
+
+
+def test_weights_that_do_not_grow_with_the_batch_make_it_pay() -> None:
+    """Bytes that stay (the weights) and FLOPs that grow: ten times the batch per step pays."""
+    finding = _small_batch((CLEAN.flops / 50, 0.0))
+    assert finding.status == "problem" and finding.gain[1] > 3, finding
+    assert "50 images per max(" in finding.arithmetic
+    assert "512 images per max(" in finding.arithmetic
+
+
+@given(st.integers(1, 381), st.floats(0, 1), st.floats(1e-6, 1e-2))
+def test_the_batch_gain_is_the_whole_steps_and_at_most_the_batch_ratio(
+    per_chip: int, byte_growth: float, host_s: float
+) -> None:
+    """FLOPs that grow with the batch (its matmul rows) and bytes that grow at most with it (the
+    weights stay): a larger batch never shortens a step, so images/s grow at most by the batch
+    ratio; the batch is a problem exactly where the predicted step gains 1 % or more."""
+    per_sample = (CLEAN.flops / per_chip, CLEAN.bytes / per_chip * byte_growth)
+    m = dataclasses.replace(CLEAN, batch=per_chip, per_sample=per_sample, t_host=host_s)
+    finding = next(f for f in sc.findings_of(m) if f.probe == "batch")
+    whole = roofline.lever("batch", sc.v5e_step(m), sc.v5e_step_at(m, 512)).gain
+    assert 1 - 1e-9 <= whole <= 512 / per_chip * (1 + 1e-9)
+    assert (finding.status == "problem") == (whole >= 1.01)
+    if finding.status == "problem":
+        assert finding.gain == (1.0, pytest.approx(whole))
 
 
 def test_the_edges_of_each_verdict() -> None:
@@ -374,6 +417,14 @@ def test_each_planted_problem_is_ranked_first(one_device: dict[str, Any], probe:
     assert problems(found) == [probe], result["printed"]
     assert result["printed"].splitlines()[2].startswith(f" 1. {found[0].problem}")
     assert result["restored"] and result["seconds"] < 120
+
+
+def test_the_batch_gain_comes_from_xla_counts_at_two_batches(one_device: dict[str, Any]) -> None:
+    """On a real model the batch finding predicts the whole v5e step (its arithmetic), not the
+    MXU share alone: the step was costed at its batch and at twice it."""
+    batch = next(f for f in one_device["batch"]["findings"] if f["probe"] == "batch")
+    assert "256 images per max(" in batch["arithmetic"], one_device["batch"]["printed"]
+    assert "512 images per max(" in batch["arithmetic"]
 
 
 def test_the_ragged_batch_names_the_shape_that_recompiled(one_device: dict[str, Any]) -> None:

@@ -10,7 +10,9 @@ cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measur
    (a last batch that ``fit`` cannot split over the devices is reported, not raised).
 2. ``batch``: batch per chip against the MXU's cost per weight tile (``utils.systolic``'s model:
    the batch, M, streams through unpadded; loading, filling and draining the array is a fixed
-   cost that a larger M amortises).
+   cost that a larger M amortises); its gain is the whole v5e step's, from XLA's counts at the
+   batch and at twice it (what grows per sample; the weights' bytes do not), or the MXU share's
+   alone where there is no cost analysis.
 3. ``dtype``: the model's dtype policy; float32 activations move twice the bytes of bf16 (a
    float32 matmul already runs on the MXU in one bf16 pass under JAX's default precision), worth
    only what the host's part of a v5e step leaves to gain.
@@ -63,6 +65,7 @@ __all__ = [
     "report",
     "speed_check",
     "v5e_step",
+    "v5e_step_at",
 ]
 
 V5E = PUBLISHED["v5e"]
@@ -115,6 +118,7 @@ class Measured:
     flops: float | None
     bytes: float | None
     ceiling: float | None
+    per_sample: tuple[float, float] | None = None  # FLOPs, bytes each extra sample adds per device
 
 
 def mxu_share(batch: int, tile: int = TILE) -> float:
@@ -167,6 +171,17 @@ def v5e_step(m: Measured) -> roofline.StepPrediction | None:
     return roofline.totals_step(m.flops, m.bytes, V5E, batch=per_chip, host_s=m.t_host)
 
 
+def v5e_step_at(m: Measured, per_chip: int) -> roofline.StepPrediction | None:
+    """The predicted v5e step at another batch per chip: XLA's totals grown by what each sample
+    adds (``m.per_sample``), the host loop the same (None: no cost analysis at two batches)."""
+    if not m.flops or not m.bytes or m.per_sample is None:
+        return None
+    extra = per_chip - max(m.batch // max(m.devices, 1), 1)
+    flops, nbytes = (total + max(grow, 0.0) * extra for total, grow in zip(
+        (m.flops, m.bytes), m.per_sample, strict=True))  # fmt: skip
+    return roofline.totals_step(flops, nbytes, V5E, batch=per_chip, host_s=m.t_host)
+
+
 def _recompiles(m: Measured) -> Finding:
     seen = "the last batch included" if m.last_seen else "the last batch not seen"
     fix = f"x, y = x[: len(x) // {m.batch} * {m.batch}], y[: len(y) // {m.batch} * {m.batch}]"
@@ -196,10 +211,18 @@ def _batch(m: Measured) -> Finding:
     if per_chip >= fixed:
         return Finding("batch", "ok", ev)
     target = 2 ** math.ceil(math.log2(fixed))
+    before, after = v5e_step(m), v5e_step_at(m, target)
+    if before is None or after is None:
+        gain = mxu_share(target) / share
+        why = f"MXU share {share:.2f} -> {mxu_share(target):.2f} alone: no cost analysis"
+    else:  # the whole step: the host's loop and the weights' bytes spread over more samples
+        predicted = roofline.lever("batch", before, after)
+        gain, why = predicted.gain, predicted.arithmetic()
+    if gain < 1.01:
+        return Finding("batch", "info", f"{ev}: a larger batch gains nothing on a v5e ({why})")
     fix = f"batch_size = {target * m.devices}  # {target} per chip; Adam's rate x sqrt (09)"
-    why = f"MXU share {share:.2f} -> {mxu_share(target):.2f}, where the batch is a matmul's M"
     problem = f"Batch per chip {per_chip} is shorter than the MXU's {fixed}-cycle load and drain"
-    return Finding("batch", "problem", ev, problem, fix, (1.0, mxu_share(target) / share), why)
+    return Finding("batch", "problem", ev, problem, fix, (1.0, gain), why)
 
 
 def _dtype(m: Measured) -> Finding:
@@ -353,8 +376,9 @@ def _groups(model: Any) -> tuple[list, ...]:
     return (*groups, model.optimizer.variables, model.metrics_variables)
 
 
-def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any, Any]:
-    """(best seconds of the compiled step alone, its FLOPs and bytes per device or None)."""
+def _compiled_step(model: Any, batch: tuple) -> tuple[Any, tuple, tuple, Any, Any]:
+    """Keras's ``train_step`` compiled for ``batch``: (program, state, data, FLOPs, bytes per
+    device from XLA's cost analysis, or None)."""
     dist = keras.distribution.distribution()
     data = tuple(batch)
     if dist is not None:
@@ -363,12 +387,30 @@ def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any
     compiled = jax.jit(model.train_step).lower(state, data).compile()
     cost = compiled.cost_analysis()
     cost = (cost[0] if isinstance(cost, list | tuple) and cost else cost) or {}
+    return compiled, state, data, cost.get("flops"), cost.get("bytes accessed")
+
+
+def _per_sample(model: Any, batch: tuple, flops: Any, nbytes: Any) -> tuple[float, float] | None:
+    """What one more sample adds to the step's FLOPs and bytes per device: XLA's counts at twice
+    the batch, less those at the batch (None without a cost analysis)."""
+    if not flops or not nbytes:
+        return None
+    *_, flops2, bytes2 = _compiled_step(model, tuple(np.concatenate([a, a]) for a in batch))
+    if not flops2 or not bytes2:
+        return None
+    per_device = max(len(batch[0]) // _devices(), 1)
+    return (flops2 - flops) / per_device, (bytes2 - nbytes) / per_device
+
+
+def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any, Any]:
+    """(best seconds of the compiled step alone, its FLOPs and bytes per device or None)."""
+    compiled, state, data, flops, nbytes = _compiled_step(model, batch)
     seconds = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
         jax.block_until_ready(compiled(state, data))
         seconds.append(time.perf_counter() - start)
-    return min(seconds[1:]), cost.get("flops"), cost.get("bytes accessed")
+    return min(seconds[1:]), flops, nbytes
 
 
 def _ceiling(platform: str, kind: str, chips: int) -> float | None:
@@ -427,6 +469,7 @@ def speed_check(
             recompiles, probe_s = _compiles_after_warmup(model, batches)
             t_step, t_host, programs = timing.fit_pace(model, batches[0], steps)
             t_dev, flops, nbytes = _device_step(model, batches[0])
+            per_sample = _per_sample(model, batches[0], flops, nbytes)
     finally:
         for variable, value in saved:
             variable.assign(value)
@@ -440,7 +483,7 @@ def speed_check(
         device.platform, devices, len(batches[0][0]), model.dtype_policy.name, kind, samples,
         recompiles, probe_s, len(batches), last_seen, t_step, t_host, t_dev,
         int(model.steps_per_execution), programs, None if input_s is None else tuple(input_s),
-        flops, nbytes, ceiling,
+        flops, nbytes, ceiling, per_sample,
     )  # fmt: skip
     found = findings_of(measured)
     if show:
