@@ -154,6 +154,24 @@ def test_the_batch_gain_is_the_whole_steps_and_at_most_the_batch_ratio(
         assert finding.gain == (1.0, pytest.approx(whole))
 
 
+@given(st.integers(1, 381), st.floats(1e-9, 1e-5))
+def test_copying_the_added_samples_costs_the_host(per_chip: int, copy_s: float) -> None:
+    """A larger batch is more bytes for the host to copy each step: the predicted gain falls
+    with the copy's cost, strictly where the host still sets the larger step."""
+    per_sample = (CLEAN.flops / per_chip, 0.0)  # the weights' bytes stay: a host-bound step
+    m = dataclasses.replace(CLEAN, batch=per_chip, per_sample=per_sample, t_host=1e-3)
+    free, costly = (dataclasses.replace(m, copy_per_sample_s=c) for c in (0.0, copy_s))
+
+    def gain(x: sc.Measured) -> float:
+        return roofline.lever("batch", sc.v5e_step(x), sc.v5e_step_at(x, 512)).gain
+
+    after = sc.v5e_step_at(free, 512)
+    assert gain(costly) <= gain(free)
+    if after.host_s >= after.device_s:
+        assert gain(costly) < gain(free)
+    assert sc.v5e_step_at(costly, 512).host_s == pytest.approx(1e-3 + (512 - per_chip) * copy_s)
+
+
 def test_the_edges_of_each_verdict() -> None:
     def verdict(probe: str, **changes: Any) -> str:
         found = sc.findings_of(dataclasses.replace(CLEAN, **changes))

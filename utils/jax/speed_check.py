@@ -11,8 +11,9 @@ cost analysis (``utils.keras`` may not import ``utils.jax``). Six probes, measur
 2. ``batch``: batch per chip against the MXU's cost per weight tile (``utils.systolic``'s model:
    the batch, M, streams through unpadded; loading, filling and draining the array is a fixed
    cost that a larger M amortises); its gain is the whole v5e step's, from XLA's counts at the
-   batch and at twice it (what grows per sample; the weights' bytes do not), or the MXU share's
-   alone where there is no cost analysis.
+   batch and at twice it (what grows per sample; the weights' bytes do not), the host's loop
+   plus copying the added samples (at the rate measured here), or the MXU share's alone where
+   there is no cost analysis.
 3. ``dtype``: the model's dtype policy; float32 activations move twice the bytes of bf16 (a
    float32 matmul already runs on the MXU in one bf16 pass under JAX's default precision), worth
    only what the host's part of a v5e step leaves to gain.
@@ -119,6 +120,7 @@ class Measured:
     bytes: float | None
     ceiling: float | None
     per_sample: tuple[float, float] | None = None  # FLOPs, bytes each extra sample adds per device
+    copy_per_sample_s: float = 0.0  # the host copying one sample's arrays (measured here)
 
 
 def mxu_share(batch: int, tile: int = TILE) -> float:
@@ -173,13 +175,15 @@ def v5e_step(m: Measured) -> roofline.StepPrediction | None:
 
 def v5e_step_at(m: Measured, per_chip: int) -> roofline.StepPrediction | None:
     """The predicted v5e step at another batch per chip: XLA's totals grown by what each sample
-    adds (``m.per_sample``), the host loop the same (None: no cost analysis at two batches)."""
+    adds (``m.per_sample``), the host's loop plus copying the added samples (None: no cost
+    analysis at two batches)."""
     if not m.flops or not m.bytes or m.per_sample is None:
         return None
     extra = per_chip - max(m.batch // max(m.devices, 1), 1)
     flops, nbytes = (total + max(grow, 0.0) * extra for total, grow in zip(
         (m.flops, m.bytes), m.per_sample, strict=True))  # fmt: skip
-    return roofline.totals_step(flops, nbytes, V5E, batch=per_chip, host_s=m.t_host)
+    host_s = m.t_host + max(extra, 0) * m.devices * m.copy_per_sample_s  # the host copies all
+    return roofline.totals_step(flops, nbytes, V5E, batch=per_chip, host_s=host_s)
 
 
 def _recompiles(m: Measured) -> Finding:
@@ -220,8 +224,12 @@ def _batch(m: Measured) -> Finding:
         gain, why = predicted.gain, predicted.arithmetic()
     if gain < 1.01:
         return Finding("batch", "info", f"{ev}: a larger batch gains nothing on a v5e ({why})")
-    fix = f"batch_size = {target * m.devices}  # {target} per chip; Adam's rate x sqrt (09)"
-    problem = f"Batch per chip {per_chip} is shorter than the MXU's {fixed}-cycle load and drain"
+    fix = f"batch_size = {target * m.devices}  # {target} per chip clears it; then 09's knee, "
+    fix += "Adam's rate x sqrt"
+    host_bound = before is not None and before.host_s >= before.device_s
+    cause = "the host's loop sets a v5e step, which a larger batch spreads" if host_bound else (
+        "a larger batch fills more of the MXU")  # fmt: skip
+    problem = f"Batch per chip {per_chip} is below the MXU's {fixed}-cycle load and drain; {cause}"
     return Finding("batch", "problem", ev, problem, fix, (1.0, gain), why)
 
 
@@ -402,6 +410,18 @@ def _per_sample(model: Any, batch: tuple, flops: Any, nbytes: Any) -> tuple[floa
     return (flops2 - flops) / per_device, (bytes2 - nbytes) / per_device
 
 
+def _copy_per_sample(batch: tuple, repeats: int = 5) -> float:
+    """Seconds the host takes to copy one sample's arrays (the best of ``repeats`` copies of the
+    whole batch, per sample)."""
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for a in batch:
+            np.array(a, copy=True)
+        seconds.append(time.perf_counter() - start)
+    return min(seconds) / max(len(batch[0]), 1)
+
+
 def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any, Any]:
     """(best seconds of the compiled step alone, its FLOPs and bytes per device or None)."""
     compiled, state, data, flops, nbytes = _compiled_step(model, batch)
@@ -483,7 +503,7 @@ def speed_check(
         device.platform, devices, len(batches[0][0]), model.dtype_policy.name, kind, samples,
         recompiles, probe_s, len(batches), last_seen, t_step, t_host, t_dev,
         int(model.steps_per_execution), programs, None if input_s is None else tuple(input_s),
-        flops, nbytes, ceiling, per_sample,
+        flops, nbytes, ceiling, per_sample, _copy_per_sample(batches[0]),
     )  # fmt: skip
     found = findings_of(measured)
     if show:
