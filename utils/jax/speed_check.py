@@ -52,6 +52,7 @@ import numpy as np
 
 from utils import mfu as mfu_mod
 from utils import roofline, systolic
+from utils.bench import time_fn
 from utils.jax.compiles import CompileLog
 from utils.jax.peak import matmul
 from utils.keras import timing
@@ -413,24 +414,15 @@ def _per_sample(model: Any, batch: tuple, flops: Any, nbytes: Any) -> tuple[floa
 def _copy_per_sample(batch: tuple, repeats: int = 5) -> float:
     """Seconds the host takes to copy one sample's arrays (the best of ``repeats`` copies of the
     whole batch, per sample)."""
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for a in batch:
-            np.array(a, copy=True)
-        seconds.append(time.perf_counter() - start)
-    return min(seconds) / max(len(batch[0]), 1)
+    timing = time_fn(lambda: [np.array(a, copy=True) for a in batch], repeats=repeats)
+    return min(timing.samples) / max(len(batch[0]), 1)
 
 
 def _device_step(model: Any, batch: tuple, repeats: int = 5) -> tuple[float, Any, Any]:
     """(best seconds of the compiled step alone, its FLOPs and bytes per device or None)."""
     compiled, state, data, flops, nbytes = _compiled_step(model, batch)
-    seconds = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(state, data))
-        seconds.append(time.perf_counter() - start)
-    return min(seconds[1:]), flops, nbytes
+    timing = time_fn(lambda: jax.block_until_ready(compiled(state, data)), repeats=repeats)
+    return min(timing.samples), flops, nbytes
 
 
 def _ceiling(platform: str, kind: str, chips: int) -> float | None:
